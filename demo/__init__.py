@@ -1,0 +1,1 @@
+"""`make demo`: a release day, locally, on emulated AWS (and a real vLLM engine on the CPU)."""

@@ -1,0 +1,32 @@
+"""Run the demo's parts in order on one emulated AWS account.
+
+Each part is a module ``demo/<part>.py`` with ``run(emulator: MotoServer) -> None``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from devtools.emulator import moto_server
+
+PARTS = ["prescale", "remediation", "rollout", "container"]
+
+
+def main(only: list[str]) -> int:
+    with moto_server() as emulator:
+        for part in only or PARTS:
+            try:
+                module = importlib.import_module(f"demo.{part}")
+            except ModuleNotFoundError as exc:
+                if exc.name != f"demo.{part}":
+                    raise
+                continue
+            print(f"\n{'=' * 100}\n  {part}\n{'=' * 100}", flush=True)
+            emulator.reset()
+            module.run(emulator)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

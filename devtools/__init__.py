@@ -1,0 +1,1 @@
+"""Development-only helpers shared by tests, the demo and the benchmarks. Never deployed."""

@@ -1,0 +1,78 @@
+"""Emulated AWS: a moto server on a free loopback port, reached over HTTP through ``AWS_ENDPOINT_URL``.
+
+The code under test builds ordinary boto3 clients; boto3 reads ``AWS_ENDPOINT_URL`` and talks to
+this server exactly as it would talk to AWS. Step Functions really executes ASL here.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import requests
+from moto.server import ThreadedMotoServer
+
+REGION = "us-east-1"
+ACCOUNT_ID = "123456789012"  # moto's default account
+
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_REGION": REGION,
+}
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class MotoServer:
+    endpoint_url: str
+    port: int
+
+    def reset(self) -> None:
+        """Forget every emulated resource (between tests)."""
+        requests.post(f"{self.endpoint_url}/moto-api/reset", timeout=10).raise_for_status()
+        self.configure()
+
+    def configure(self) -> None:
+        # Execute state machines for real; Lambda tasks run without Docker (see devtools.lambda_dispatch).
+        requests.post(
+            f"{self.endpoint_url}/moto-api/config",
+            json={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}},
+            timeout=10,
+        ).raise_for_status()
+
+
+@contextmanager
+def moto_server() -> Iterator[MotoServer]:
+    """Start a moto server and point this process's AWS SDK at it for the duration.
+
+    ``MOTO_PORT`` is set because moto's ASL interpreter calls the other emulated services there.
+    """
+    port = free_port()
+    saved = {k: os.environ.get(k) for k in [*FAKE_CREDENTIALS, "AWS_ENDPOINT_URL", "MOTO_PORT"]}
+    os.environ.update(FAKE_CREDENTIALS)
+    os.environ["MOTO_PORT"] = str(port)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    emulator = MotoServer(endpoint_url=f"http://127.0.0.1:{port}", port=port)
+    os.environ["AWS_ENDPOINT_URL"] = emulator.endpoint_url
+    try:
+        emulator.configure()
+        yield emulator
+    finally:
+        server.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

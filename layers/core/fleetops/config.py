@@ -1,0 +1,100 @@
+"""Fleet configuration: the versioned ``fleet.yaml`` that holds managed endpoints and the recurring calendar.
+
+The fleet part is validated strictly (a wrong fleet file must fail the deploy, not a 2 a.m. run);
+calendar entries are validated one by one so that one bad entry is reported and skipped while the
+others still apply (see :func:`fleetops.calendar.parse_entries`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class FleetConfigError(ValueError):
+    """The fleet file cannot be used at all (unreadable, not YAML, or an invalid fleet section)."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class VariantConfig(_Strict):
+    """One production variant of a SageMaker endpoint and how to size it."""
+
+    name: str = Field(min_length=1)
+    role: Literal["primary", "canary"] = "primary"
+    capacity_rps_per_instance: float = Field(gt=0, description="requests/s one instance serves at target latency")
+    baseline_rps: float = Field(ge=0, description="normal traffic to this variant, requests/s")
+    headroom: float = Field(default=1.2, ge=1.0, description="factor over the computed need")
+    floor: int = Field(ge=1, description="never fewer instances than this")
+    cap: int = Field(ge=1, description="never more instances than this")
+
+    @model_validator(mode="after")
+    def _floor_below_cap(self) -> VariantConfig:
+        if self.floor > self.cap:
+            raise ValueError(f"variant {self.name!r}: floor {self.floor} is above cap {self.cap}")
+        return self
+
+
+class EndpointConfig(_Strict):
+    name: str = Field(min_length=1)
+    environment: Literal["dev", "prod"] = "prod"
+    variants: tuple[VariantConfig, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _production_floor(self) -> EndpointConfig:
+        if self.environment == "prod":
+            low = [v.name for v in self.variants if v.role == "primary" and v.floor < 2]
+            if low:
+                raise ValueError(f"endpoint {self.name!r}: production primary variants need floor >= 2: {low}")
+        return self
+
+
+class PrescaleSettings(_Strict):
+    lead_time_minutes: int = Field(default=120, ge=0, description="scale up this long before an event starts")
+    scale_in_delay_minutes: int = Field(default=15, ge=10, description="keep capacity this long after an event ends")
+    planning_horizon_hours: int = Field(default=168, ge=1, le=24 * 14)
+
+
+class FleetConfig(_Strict):
+    """The fleet section of ``fleet.yaml`` plus the raw, not-yet-validated calendar entries."""
+
+    version: str = Field(min_length=1)
+    prescale: PrescaleSettings = PrescaleSettings()
+    endpoints: tuple[EndpointConfig, ...] = Field(min_length=1)
+    recurring: tuple[dict[str, Any], ...] = ()
+    off_peak: tuple[dict[str, Any], ...] = ()
+
+    def endpoint(self, name: str) -> EndpointConfig | None:
+        return next((e for e in self.endpoints if e.name == name), None)
+
+    def endpoint_names(self) -> frozenset[str]:
+        return frozenset(e.name for e in self.endpoints)
+
+
+def load_fleet_config(path: str | Path) -> FleetConfig:
+    """Read and validate ``fleet.yaml``.
+
+    Examples
+    --------
+    >>> cfg = load_fleet_config("layers/core/fleet_config/fleet.yaml")  # doctest: +SKIP
+    >>> cfg.prescale.lead_time_minutes  # doctest: +SKIP
+    120
+    """
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise FleetConfigError(f"cannot read fleet config {path}: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise FleetConfigError(f"fleet config {path} must be a mapping, got {type(raw).__name__}")
+    calendar = raw.pop("calendar", None) or {}
+    try:
+        return FleetConfig.model_validate(
+            {**raw, "recurring": calendar.get("recurring") or (), "off_peak": calendar.get("off_peak") or ()}
+        )
+    except ValueError as exc:
+        raise FleetConfigError(f"invalid fleet config {path}: {exc}") from exc

@@ -1,0 +1,96 @@
+"""The metric-name contract: the one place where metric names, units and dimensions are defined.
+
+The GPU container emits these names as CloudWatch EMF, the alarms in ``template.yaml`` watch them,
+and the alarm responder's playbook refers to them. A test checks that every alarm in the template
+uses a name from here, so a rename anywhere else fails the build.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+#: CloudWatch namespace for everything the project emits (data plane and control plane).
+NAMESPACE = "MangaAssistant/LLMServing"
+
+
+class Dimension(StrEnum):
+    """Dimension names. The container reads their values from its environment."""
+
+    ENDPOINT = "EndpointName"
+    VARIANT = "VariantName"
+
+
+class MetricName(StrEnum):
+    """Every metric the project emits."""
+
+    # --- data plane: vLLM engine (scraped from vLLM's /metrics) ---
+    QUEUE_DEPTH = "QueueDepth"  # vllm:num_requests_waiting
+    RUNNING_REQUESTS = "RunningRequests"  # vllm:num_requests_running
+    KV_CACHE_USAGE = "KvCacheUsagePercent"  # vllm:kv_cache_usage_perc x 100
+    PREFIX_CACHE_HIT_RATE = "PrefixCacheHitRate"  # hits / queries over the last interval, percent
+    PREEMPTIONS = "Preemptions"  # vllm:num_preemptions_total, delta over the interval
+
+    # --- data plane: GPU (NVML; absent without a GPU) ---
+    GPU_UTILIZATION = "GpuUtilization"
+    GPU_MEMORY_USED = "GpuMemoryUsedPercent"
+
+    # --- data plane: the gateway's own timings and counters ---
+    REQUESTS = "Requests"
+    REQUEST_ERRORS = "RequestErrors"  # 5xx-class answers and fallbacks (not client 4xx)
+    CLIENT_ERRORS = "ClientErrors"  # 4xx answers
+    QUEUE_WAIT = "QueueWaitMs"
+    TIME_TO_FIRST_TOKEN = "TimeToFirstTokenMs"
+    REQUEST_LATENCY = "RequestLatencyMs"
+    TOKENS_IN = "TokensIn"
+    TOKENS_OUT = "TokensOut"
+    BUDGET_TRIMS = "BudgetTrims"
+    OOM_CAUGHT = "OomCaught"
+    BREAKER_TRIPS = "BreakerTrips"
+    FALLBACKS = "Fallbacks"
+    ENGINE_RESTARTS = "EngineRestarts"
+
+    # --- control plane ---
+    PRESCALE_CHANGES = "PrescaleActionChanges"
+    PRESCALE_INVALID_ENTRIES = "PrescaleInvalidEntries"
+    REMEDIATION_ACTIONS = "RemediationActions"
+    REMEDIATION_SKIPPED = "RemediationSkipped"
+
+
+#: Units as CloudWatch spells them.
+UNITS: dict[MetricName, str] = {
+    MetricName.QUEUE_DEPTH: "Count",
+    MetricName.RUNNING_REQUESTS: "Count",
+    MetricName.KV_CACHE_USAGE: "Percent",
+    MetricName.PREFIX_CACHE_HIT_RATE: "Percent",
+    MetricName.PREEMPTIONS: "Count",
+    MetricName.GPU_UTILIZATION: "Percent",
+    MetricName.GPU_MEMORY_USED: "Percent",
+    MetricName.REQUESTS: "Count",
+    MetricName.REQUEST_ERRORS: "Count",
+    MetricName.CLIENT_ERRORS: "Count",
+    MetricName.QUEUE_WAIT: "Milliseconds",
+    MetricName.TIME_TO_FIRST_TOKEN: "Milliseconds",
+    MetricName.REQUEST_LATENCY: "Milliseconds",
+    MetricName.TOKENS_IN: "Count",
+    MetricName.TOKENS_OUT: "Count",
+    MetricName.BUDGET_TRIMS: "Count",
+    MetricName.OOM_CAUGHT: "Count",
+    MetricName.BREAKER_TRIPS: "Count",
+    MetricName.FALLBACKS: "Count",
+    MetricName.ENGINE_RESTARTS: "Count",
+    MetricName.PRESCALE_CHANGES: "Count",
+    MetricName.PRESCALE_INVALID_ENTRIES: "Count",
+    MetricName.REMEDIATION_ACTIONS: "Count",
+    MetricName.REMEDIATION_SKIPPED: "Count",
+}
+
+
+def unit_of(name: MetricName) -> str:
+    """Return the CloudWatch unit of a metric.
+
+    Examples
+    --------
+    >>> unit_of(MetricName.TIME_TO_FIRST_TOKEN)
+    'Milliseconds'
+    """
+    return UNITS[name]

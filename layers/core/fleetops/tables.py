@@ -1,0 +1,15 @@
+"""Key names of the project's DynamoDB tables: one source of truth for the template, code and tests."""
+
+from __future__ import annotations
+
+# Calendar of one-off events (an operator adds rows without a deploy).
+CALENDAR_PK = "event_id"
+
+# Audit trail: every change (or deliberate non-change) to the fleet, newest last per endpoint.
+AUDIT_PK = "endpoint_name"
+AUDIT_SK = "record_id"  # "<ISO-8601 UTC time>#<short unique id>", sorts by time
+
+# Per-endpoint writer lease: one writer (reconciler, responder, rollout, rollback) at a time.
+LEASE_PK = "endpoint_name"
+LEASE_HOLDER = "holder"
+LEASE_EXPIRES_AT = "expires_at"  # epoch seconds (Number)
