@@ -6,6 +6,7 @@ this server exactly as it would talk to AWS. Step Functions really executes ASL 
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from collections.abc import Iterator
@@ -58,6 +59,7 @@ def moto_server() -> Iterator[MotoServer]:
 
     ``MOTO_PORT`` is set because moto's ASL interpreter calls the other emulated services there.
     """
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per emulated call drowns the output
     port = free_port()
     saved = {k: os.environ.get(k) for k in [*FAKE_CREDENTIALS, "AWS_ENDPOINT_URL", "MOTO_PORT"]}
     os.environ.update(FAKE_CREDENTIALS)

@@ -13,3 +13,7 @@ AUDIT_SK = "record_id"  # "<ISO-8601 UTC time>#<short unique id>", sorts by time
 LEASE_PK = "endpoint_name"
 LEASE_HOLDER = "holder"
 LEASE_EXPIRES_AT = "expires_at"  # epoch seconds (Number)
+
+# Model registry: every model version the fleet has known (SageMaker rollouts and Bedrock imports).
+REGISTRY_PK = "model_name"
+REGISTRY_SK = "version"

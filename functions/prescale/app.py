@@ -1,0 +1,61 @@
+"""Pre-scale reconciler: keeps Application Auto Scaling scheduled actions in line with the release calendar."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from fleetops.aws.audit_table import AuditTable
+from fleetops.aws.autoscaling import AutoScaling
+from fleetops.aws.calendar_table import CalendarTable
+from fleetops.aws.lease import EndpointLease
+from fleetops.aws.switches import KillSwitch
+from fleetops.config import load_fleet_config
+from fleetops.metrics import MetricName
+from fleetops.prescale.events import parse_event
+from fleetops.prescale.models import Plan
+from fleetops.prescale.reconciler import PrescaleDeps, reconcile
+from fleetops.settings import CommonSettings
+
+logger = Logger()
+metrics = Metrics()
+tracer = Tracer()
+
+
+class Settings(CommonSettings):
+    calendar_table: str
+
+
+settings = Settings.from_env()
+config = load_fleet_config(settings.fleet_config_path)
+deps = PrescaleDeps(
+    autoscaling=AutoScaling(),
+    calendar=CalendarTable(settings.calendar_table),
+    audit=AuditTable(settings.audit_table),
+    kill_switch=KillSwitch(settings.kill_switch_parameter),
+    lease=EndpointLease(settings.lease_table) if settings.lease_table else None,
+)
+
+
+def report(plan: Plan) -> None:
+    for entry in plan.invalid_entries:
+        logger.warning("skipped invalid calendar entry", extra=entry.model_dump())
+    metrics.add_metric(MetricName.PRESCALE_INVALID_ENTRIES, MetricUnit.Count, len(plan.invalid_entries))
+    metrics.add_metric(MetricName.PRESCALE_CHANGES, MetricUnit.Count, sum(c.outcome == "applied" for c in plan.changes))
+    logger.info(
+        "reconciled",
+        extra={"changes": [f"{c.outcome} {c.kind} {c.name}" for c in plan.changes], "dry_run": plan.dry_run},
+    )
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    request = parse_event(event)
+    plan = reconcile(config, deps, request.time, request.trigger, dry_run=request.dry_run or settings.dry_run)
+    report(plan)
+    return plan.model_dump(mode="json")

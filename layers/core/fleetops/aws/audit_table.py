@@ -1,0 +1,50 @@
+"""DynamoDB adapter for the audit trail."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from boto3.dynamodb.conditions import Key
+
+from fleetops.audit import AuditRecord
+from fleetops.aws.retry import RetryPolicy, call_with_retry
+from fleetops.tables import AUDIT_PK, AUDIT_SK
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBServiceResource
+
+
+class AuditTable:
+    def __init__(
+        self, table_name: str, resource: DynamoDBServiceResource | None = None, retry: RetryPolicy | None = None
+    ):
+        self._table = (resource or boto3.resource("dynamodb")).Table(table_name)
+        self._retry = retry or RetryPolicy()
+
+    def write(self, record: AuditRecord) -> AuditRecord:
+        """Store the record; before/after are kept as JSON text so any shape round-trips exactly."""
+        record = record.with_id()
+        item: dict[str, Any] = {
+            **record.model_dump(mode="json", exclude={"before", "after"}),
+            AUDIT_PK: record.endpoint_name,
+            AUDIT_SK: record.record_id,
+            "before": json.dumps(record.before, sort_keys=True),
+            "after": json.dumps(record.after, sort_keys=True),
+        }
+        call_with_retry(self._retry, self._table.put_item, Item=item)
+        return record
+
+    def list(self, endpoint_name: str) -> list[AuditRecord]:
+        """Every record of an endpoint, oldest first."""
+        records: list[AuditRecord] = []
+        kwargs: dict[str, Any] = {"KeyConditionExpression": Key(AUDIT_PK).eq(endpoint_name)}
+        while True:
+            page = call_with_retry(self._retry, self._table.query, **kwargs)
+            for item in page["Items"]:
+                data = {**item, "before": json.loads(str(item["before"])), "after": json.loads(str(item["after"]))}
+                records.append(AuditRecord.model_validate(data))
+            if "LastEvaluatedKey" not in page:
+                return records
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]

@@ -1,0 +1,51 @@
+"""DynamoDB adapter for one-off calendar events (operators add rows without a deploy)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import boto3
+
+from fleetops.aws.retry import RetryPolicy, call_with_retry
+from fleetops.tables import CALENDAR_PK
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBServiceResource
+
+
+def _plain(value: Any) -> Any:
+    """DynamoDB numbers come back as Decimal and lists may be sets; the calendar models want plain values."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, set | list | tuple):
+        return sorted(_plain(v) for v in value)
+    return value
+
+
+class CalendarTable:
+    def __init__(self, table_name: str, resource: DynamoDBServiceResource | None = None, retry: RetryPolicy | None = None):
+        self._table = (resource or boto3.resource("dynamodb")).Table(table_name)
+        self._retry = retry or RetryPolicy()
+
+    def one_off_entries(self) -> list[dict[str, Any]]:
+        """Every row as a plain dict ready for ``OneOffEvent``; ``event_id`` names rows without a ``name``."""
+        entries: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {"ConsistentRead": True}
+        while True:
+            page = call_with_retry(self._retry, self._table.scan, **kwargs)
+            for item in page["Items"]:
+                entry = {k: _plain(v) for k, v in item.items() if k != CALENDAR_PK}
+                entry.setdefault("name", str(item[CALENDAR_PK]))
+                entries.append(entry)
+            if "LastEvaluatedKey" not in page:
+                return sorted(entries, key=lambda e: str(e["name"]))
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def put(self, event_id: str, entry: dict[str, Any]) -> None:
+        """Add or replace a one-off event (used by the demo and tests; operators use the CLI, see README)."""
+        item = {CALENDAR_PK: event_id, **{k: Decimal(str(v)) if isinstance(v, float) else v for k, v in entry.items()}}
+        call_with_retry(self._retry, self._table.put_item, Item=item)
+
+    def delete(self, event_id: str) -> None:
+        call_with_retry(self._retry, self._table.delete_item, Key={CALENDAR_PK: event_id})

@@ -1,0 +1,135 @@
+"""Pure planning: calendar occurrences -> a MinCapacity timeline -> scheduled actions -> the diff to apply.
+
+Nothing here talks to AWS; every function is deterministic in its inputs, "now" included.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from fleetops.aws.autoscaling import ScheduledAction
+from fleetops.calendar import Occurrence
+from fleetops.capacity import instances_for
+from fleetops.config import PrescaleSettings, VariantConfig
+from fleetops.prescale.models import ACTION_PREFIX, Change, Step
+
+
+@dataclass(frozen=True)
+class _Window:
+    start: datetime
+    end: datetime
+    level: int
+    raises: bool  # events (multiplier >= 1) raise capacity; off-peak windows lower it
+    occurrence: Occurrence
+
+
+def _windows(variant: VariantConfig, occurrences: list[Occurrence], settings: PrescaleSettings) -> list[_Window]:
+    lead = timedelta(minutes=settings.lead_time_minutes)
+    delay = timedelta(minutes=settings.scale_in_delay_minutes)
+    windows = []
+    for occ in sorted(occurrences, key=lambda o: (o.start, o.name)):
+        level = instances_for(variant, occ.multiplier)
+        if occ.multiplier >= 1:
+            windows.append(_Window(occ.start - lead, occ.end + delay, level, True, occ))
+        else:  # lowering needs no lead time: capacity goes down when the quiet hours start
+            windows.append(_Window(occ.start, occ.end, level, False, occ))
+    return windows
+
+
+def _level_at(t: datetime, windows: list[_Window], baseline: int) -> tuple[int, list[_Window]]:
+    active = [w for w in windows if w.start <= t < w.end]
+    lowers = [w.level for w in active if not w.raises]
+    base = min(lowers) if lowers else baseline
+    return max([base, *(w.level for w in active if w.raises)]), active
+
+
+def _reason(active: list[_Window]) -> str:
+    if not active:
+        return "baseline"
+    return "; ".join(f"{w.occurrence.reason} (x{w.occurrence.multiplier:g})" for w in active)
+
+
+def timeline(
+    variant: VariantConfig, occurrences: list[Occurrence], settings: PrescaleSettings, now: datetime
+) -> tuple[int, list[Step]]:
+    """The MinCapacity in force at ``now`` and every change of it within the planning horizon.
+
+    Overlapping events take the larger capacity; off-peak windows lower the baseline but never an event.
+    Each step is expressed in the time zone of the calendar entry whose edge caused it.
+    """
+    windows = _windows(variant, occurrences, settings)
+    baseline = instances_for(variant, 1.0)
+    horizon_end = now + timedelta(hours=settings.planning_horizon_hours)
+    edges: dict[datetime, str] = {}
+    for w in windows:
+        for edge in (w.start, w.end):
+            if now < edge <= horizon_end:
+                edges.setdefault(edge, w.occurrence.timezone)
+    current, _ = _level_at(now, windows, baseline)
+    steps: list[Step] = []
+    previous = current
+    for edge in sorted(edges):
+        level, active = _level_at(edge, windows, baseline)
+        if level != previous:
+            steps.append(Step(at=edge, min_capacity=level, timezone=edges[edge], reason=_reason(active)))
+            previous = level
+    return current, steps
+
+
+def action_name(endpoint_name: str, variant_name: str, at: datetime) -> str:
+    """Deterministic: the same step always gets the same name, so a second run changes nothing."""
+    return f"{ACTION_PREFIX}{endpoint_name}-{variant_name}-{at.astimezone(UTC):%Y%m%dT%H%MZ}"
+
+
+def scheduled_actions(endpoint_name: str, variant: VariantConfig, steps: list[Step]) -> list[ScheduledAction]:
+    """One ``at(...)`` action per step, in local time of its zone, MaxCapacity at the variant's cap."""
+    actions = []
+    for step in steps:
+        local = step.at.astimezone(ZoneInfo(step.timezone))
+        actions.append(
+            ScheduledAction(
+                name=action_name(endpoint_name, variant.name, step.at),
+                endpoint_name=endpoint_name,
+                variant_name=variant.name,
+                schedule=f"at({local:%Y-%m-%dT%H:%M:%S})",
+                timezone=step.timezone,
+                min_capacity=step.min_capacity,
+                max_capacity=max(variant.cap, step.min_capacity),
+            )
+        )
+    return actions
+
+
+def diff(desired: list[ScheduledAction], actual: list[ScheduledAction], reasons: dict[str, str]) -> list[Change]:
+    """Creates, updates and deletes that turn ``actual`` into ``desired`` (names decide identity)."""
+    have = {a.name: a for a in actual}
+    want = {a.name: a for a in desired}
+    changes: list[Change] = []
+    for name, action in sorted(want.items()):
+        old = have.get(name)
+        if old is None:
+            changes.append(_change("create", action, None, action, reasons.get(name, "")))
+        elif old != action:
+            changes.append(_change("update", action, old, action, reasons.get(name, "")))
+    for name, action in sorted(have.items()):
+        if name not in want:
+            changes.append(_change("delete", action, action, None, "no longer in the calendar or already past"))
+    return changes
+
+
+def _change(
+    kind: str, ref: ScheduledAction, before: ScheduledAction | None, after: ScheduledAction | None, reason: str
+) -> Change:
+    return Change.model_validate(
+        {
+            "kind": kind,
+            "endpoint_name": ref.endpoint_name,
+            "variant_name": ref.variant_name,
+            "name": ref.name,
+            "reason": reason,
+            "before": before,
+            "after": after,
+        }
+    )

@@ -1,0 +1,225 @@
+"""Reconcile: desired scheduled actions from the calendar, actual ones from AWS, apply the difference.
+
+Safe to run twice (the second run finds nothing to do) and safe to stop half-way (every change is
+independent and the next run recomputes from scratch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from fleetops.audit import AuditRecord, Outcome
+from fleetops.aws.audit_table import AuditTable
+from fleetops.aws.autoscaling import AutoScaling, ScheduledAction
+from fleetops.aws.calendar_table import CalendarTable
+from fleetops.aws.lease import EndpointLease
+from fleetops.aws.switches import KillSwitch
+from fleetops.calendar import (
+    CalendarEntry,
+    InvalidEntry,
+    OffPeakWindow,
+    OneOffEvent,
+    RecurringEvent,
+    occurrences,
+    parse_entries,
+)
+from fleetops.config import EndpointConfig, FleetConfig
+from fleetops.prescale import planner
+from fleetops.prescale.models import ACTION_PREFIX, Change, Plan, VariantPlan
+
+ACTOR = "prescale"
+LEASE_TTL_S = 120
+_APPLY_ORDER = {"raise_min": 0, "create": 1, "update": 2, "delete": 3}
+
+
+@dataclass
+class PrescaleDeps:
+    """The adapters the reconciler needs, built once per cold start by the handler."""
+
+    autoscaling: AutoScaling
+    calendar: CalendarTable
+    audit: AuditTable
+    kill_switch: KillSwitch
+    lease: EndpointLease | None = None
+
+
+def load_calendar(config: FleetConfig, one_off_rows: list[dict[str, Any]]) -> tuple[list[CalendarEntry], list[InvalidEntry]]:
+    """All calendar entries, each validated on its own: the valid ones and the reasons for the rest."""
+    known = config.endpoint_names()
+    entries: list[CalendarEntry] = []
+    invalid: list[InvalidEntry] = []
+    for source, rows, model in (
+        ("fleet.yaml:recurring", config.recurring, RecurringEvent),
+        ("fleet.yaml:off_peak", config.off_peak, OffPeakWindow),
+        ("calendar-table", one_off_rows, OneOffEvent),
+    ):
+        ok, bad = parse_entries(source, rows, model, known)
+        entries += ok
+        invalid += bad
+    return entries, invalid
+
+
+def plan_endpoint(
+    config: FleetConfig, endpoint: EndpointConfig, entries: list[CalendarEntry], now: datetime, autoscaling: AutoScaling
+) -> tuple[list[VariantPlan], list[Change]]:
+    settings = config.prescale
+    # Wide enough to catch an event that started before now (still in its scale-in delay) and one whose
+    # lead time begins inside the horizon.
+    window_start = now - timedelta(days=8)
+    window_end = now + timedelta(hours=settings.planning_horizon_hours, minutes=settings.lead_time_minutes + 60)
+    found = [o for e in entries for o in occurrences(e, window_start, window_end) if o.applies_to(endpoint.name)]
+    plans: list[VariantPlan] = []
+    changes: list[Change] = []
+    for variant in endpoint.variants:
+        target = autoscaling.get_target(endpoint.name, variant.name)
+        if target is None:
+            raise LookupError(
+                f"endpoint {endpoint.name!r} variant {variant.name!r} has no scalable target registered with "
+                "Application Auto Scaling; register it (README, Deploy) or remove it from fleet.yaml"
+            )
+        current, steps = planner.timeline(variant, found, settings, now)
+        desired = planner.scheduled_actions(endpoint.name, variant, steps)
+        actual = autoscaling.list_scheduled_actions(endpoint.name, variant.name, ACTION_PREFIX)
+        reasons = {a.name: s.reason for a, s in zip(desired, steps, strict=True)}
+        changes += planner.diff(desired, actual, reasons)
+        if target.min_capacity < current:
+            # Only ever raise now; lowering is left to the scheduled actions and the autoscaler.
+            changes.append(
+                Change(
+                    kind="raise_min",
+                    endpoint_name=endpoint.name,
+                    variant_name=variant.name,
+                    name=f"{endpoint.name}/{variant.name}",
+                    reason="an event is in effect now",
+                    before={"min_capacity": target.min_capacity, "max_capacity": target.max_capacity},
+                    after={"min_capacity": current, "max_capacity": max(target.max_capacity, current)},
+                )
+            )
+        plans.append(
+            VariantPlan(
+                endpoint_name=endpoint.name,
+                variant_name=variant.name,
+                current_min_capacity=current,
+                timeline=steps,
+                desired=desired,
+            )
+        )
+    return plans, changes
+
+
+def _apply(change: Change, autoscaling: AutoScaling) -> None:
+    if change.kind == "raise_min":
+        assert isinstance(change.after, dict)
+        autoscaling.set_capacity(
+            change.endpoint_name, change.variant_name, change.after["min_capacity"], change.after["max_capacity"]
+        )
+    elif change.kind == "delete":
+        assert isinstance(change.before, ScheduledAction)
+        autoscaling.delete_scheduled_action(change.before)
+    else:
+        assert isinstance(change.after, ScheduledAction)
+        autoscaling.put_scheduled_action(change.after)
+
+
+def _audit(deps: PrescaleDeps, change: Change, trigger: str, outcome: Outcome, dry_run: bool, now: datetime) -> None:
+    def dump(side: Any) -> dict[str, Any] | None:
+        return side.model_dump(mode="json") if isinstance(side, ScheduledAction) else side
+
+    deps.audit.write(
+        AuditRecord(
+            endpoint_name=change.endpoint_name,
+            actor=ACTOR,
+            trigger=trigger,
+            action=f"{change.kind} {change.name}",
+            reason=change.reason + (f" [{change.error}]" if change.error else ""),
+            outcome=outcome,
+            before=dump(change.before),
+            after=dump(change.after),
+            dry_run=dry_run,
+            at=now,
+        )
+    )
+
+
+def _apply_endpoint(
+    deps: PrescaleDeps, endpoint_name: str, changes: list[Change], trigger: str, now: datetime
+) -> tuple[list[Change], bool]:
+    """Apply one endpoint's changes under its lease; returns the changes with outcomes and whether it ran."""
+    holder = f"{ACTOR}/{trigger}"
+    if deps.lease is not None and not deps.lease.acquire(endpoint_name, holder, LEASE_TTL_S, now):
+        current = deps.lease.current(endpoint_name)
+        reason = f"lease held by {current.holder if current else 'another writer'}; retried on the next run"
+        deferred = [c.model_copy(update={"outcome": "skipped", "error": reason}) for c in changes]
+        deps.audit.write(
+            AuditRecord(
+                endpoint_name=endpoint_name,
+                actor=ACTOR,
+                trigger=trigger,
+                action=f"defer {len(changes)} change(s)",
+                reason=reason,
+                outcome="skipped",
+                at=now,
+            )
+        )
+        return deferred, False
+    done: list[Change] = []
+    try:
+        for change in sorted(changes, key=lambda c: (_APPLY_ORDER[c.kind], c.name)):
+            try:
+                _apply(change, deps.autoscaling)
+                change = change.model_copy(update={"outcome": "applied"})
+            except (ClientError, BotoCoreError) as exc:  # after retries: record, carry on, next run repairs
+                change = change.model_copy(update={"outcome": "failed", "error": str(exc)})
+            _audit(deps, change, trigger, change.outcome, False, now)
+            done.append(change)
+    finally:
+        if deps.lease is not None:
+            deps.lease.release(endpoint_name, holder)
+    return done, True
+
+
+def reconcile(config: FleetConfig, deps: PrescaleDeps, now: datetime, trigger: str, dry_run: bool) -> Plan:
+    """Plan every managed endpoint and, unless held back by dry run or the kill switch, apply the plan.
+
+    Examples
+    --------
+    >>> plan = reconcile(config, deps, now=event_time, trigger="schedule", dry_run=False)  # doctest: +SKIP
+    >>> [c.kind for c in plan.changes]  # doctest: +SKIP
+    ['create', 'create']
+    """
+    entries, invalid = load_calendar(config, deps.calendar.one_off_entries())
+    kill_switch = deps.kill_switch.engaged()
+    held_back = dry_run or kill_switch
+    variants: list[VariantPlan] = []
+    changes: list[Change] = []
+    deferred: list[str] = []
+    for endpoint in config.endpoints:
+        plans, planned = plan_endpoint(config, endpoint, entries, now, deps.autoscaling)
+        variants += plans
+        if not planned:
+            continue
+        if held_back:
+            for change in planned:
+                _audit(deps, change, trigger, "planned", True, now)
+            changes += planned
+            continue
+        done, ran = _apply_endpoint(deps, endpoint.name, planned, trigger, now)
+        changes += done
+        if not ran:
+            deferred.append(endpoint.name)
+    return Plan(
+        now=now,
+        trigger=trigger,
+        config_version=config.version,
+        dry_run=dry_run,
+        kill_switch=kill_switch,
+        applied=not held_back,
+        variants=variants,
+        changes=changes,
+        invalid_entries=invalid,
+        deferred_endpoints=deferred,
+    )

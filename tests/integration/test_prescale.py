@@ -1,0 +1,254 @@
+"""Release-calendar pre-scaling end to end on the moto server (HTTP, via AWS_ENDPOINT_URL)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+
+from devtools.aws_resources import CoreResources, create_core_resources, create_endpoint
+from fleetops.aws.audit_table import AuditTable
+from fleetops.aws.autoscaling import AutoScaling, ScheduledAction
+from fleetops.aws.calendar_table import CalendarTable
+from fleetops.aws.lease import EndpointLease
+from fleetops.aws.retry import FAST_RETRY
+from fleetops.aws.switches import ENGAGED, KillSwitch
+from fleetops.config import FleetConfig
+from fleetops.prescale.reconciler import PrescaleDeps, reconcile
+
+EP = "manga-chat-prod"
+
+
+def fleet_config(recurring: list[dict[str, Any]] | None = None, off_peak: list[dict[str, Any]] | None = None) -> FleetConfig:
+    # baseline 12 rps / 4 rps per instance x 1.25 headroom -> 4 instances; x2 -> 8; x2.5 -> 10; x3 -> 12.
+    return FleetConfig.model_validate(
+        {
+            "version": "test",
+            "prescale": {"lead_time_minutes": 120, "scale_in_delay_minutes": 15, "planning_horizon_hours": 48},
+            "endpoints": [
+                {
+                    "name": EP,
+                    "variants": [
+                        {
+                            "name": "primary",
+                            "capacity_rps_per_instance": 4,
+                            "baseline_rps": 12,
+                            "headroom": 1.25,
+                            "floor": 2,
+                            "cap": 20,
+                        }
+                    ],
+                }
+            ],
+            "recurring": recurring or [],
+            "off_peak": off_peak or [],
+        }
+    )
+
+
+ONE_PIECE = {
+    "name": "One Piece ch. 1100",
+    "start": "2026-12-04T20:00",
+    "timezone": "Asia/Tokyo",
+    "duration_minutes": 180,
+    "multiplier": 3,
+    "reason": "One Piece chapter 1100",
+}
+FRIDAY = {
+    "name": "friday-simulpub",
+    "weekday": "friday",
+    "local_time": "20:00",
+    "timezone": "Asia/Tokyo",
+    "duration_minutes": 120,
+    "multiplier": 2.5,
+}
+
+
+@pytest.fixture
+def resources() -> CoreResources:
+    res = create_core_resources()
+    create_endpoint(EP, {"primary": (4, 4, 20)})
+    return res
+
+
+@pytest.fixture
+def deps(resources: CoreResources) -> PrescaleDeps:
+    return PrescaleDeps(
+        autoscaling=AutoScaling(retry=FAST_RETRY),
+        calendar=CalendarTable(resources.calendar_table),
+        audit=AuditTable(resources.audit_table),
+        kill_switch=KillSwitch(resources.kill_switch_parameter),
+        lease=EndpointLease(resources.lease_table),
+    )
+
+
+def actions(variant: str = "primary") -> dict[str, ScheduledAction]:
+    return {a.name: a for a in AutoScaling().list_scheduled_actions(EP, variant, "prescale-")}
+
+
+def at(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def test_a_new_event_schedules_capacity_lead_time_before_start_in_its_own_time_zone(deps: PrescaleDeps) -> None:
+    deps.calendar.put("one-piece-1100", ONE_PIECE)
+
+    plan = reconcile(fleet_config(), deps, now=at("2026-12-03T00:00"), trigger="test", dry_run=False)
+
+    # 20:00 JST = 11:00Z; two hours earlier is 09:00Z = 18:00 JST. Ends 23:00 JST + 15 min delay.
+    assert actions() == {
+        "prescale-manga-chat-prod-primary-20261204T0900Z": ScheduledAction(
+            name="prescale-manga-chat-prod-primary-20261204T0900Z",
+            endpoint_name=EP,
+            variant_name="primary",
+            schedule="at(2026-12-04T18:00:00)",
+            timezone="Asia/Tokyo",
+            min_capacity=12,
+            max_capacity=20,
+        ),
+        "prescale-manga-chat-prod-primary-20261204T1415Z": ScheduledAction(
+            name="prescale-manga-chat-prod-primary-20261204T1415Z",
+            endpoint_name=EP,
+            variant_name="primary",
+            schedule="at(2026-12-04T23:15:00)",
+            timezone="Asia/Tokyo",
+            min_capacity=4,
+            max_capacity=20,
+        ),
+    }
+    assert [c.outcome for c in plan.changes] == ["applied", "applied"]
+    audit = AuditTable(deps.audit._table.name).list(EP)
+    assert [(r.actor, r.outcome, r.action.split()[0]) for r in audit] == [("prescale", "applied", "create")] * 2
+    assert audit[0].after is not None and audit[0].after["min_capacity"] in (12, 4)
+
+
+def test_overlapping_events_take_the_larger_capacity(deps: PrescaleDeps) -> None:
+    # Friday 2026-12-04: the weekly simulpub (x2.5, 20:00-22:00 JST) and One Piece (x3, 20:00-23:00 JST).
+    deps.calendar.put("one-piece-1100", {**ONE_PIECE, "multiplier": 2})
+    reconcile(fleet_config(recurring=[FRIDAY]), deps, now=at("2026-12-03T00:00"), trigger="test", dry_run=False)
+
+    steps = sorted((a.schedule, a.min_capacity) for a in actions().values())
+    # Both windows open at 18:00 JST: x2.5 (10) beats x2 (8). Simpulb's window closes at 22:15 -> One Piece's 8
+    # until 23:15, then baseline 4.
+    assert steps == [("at(2026-12-04T18:00:00)", 10), ("at(2026-12-04T22:15:00)", 8), ("at(2026-12-04T23:15:00)", 4)]
+
+
+def test_daylight_saving_keeps_local_time_and_moves_utc(deps: PrescaleDeps) -> None:
+    us_saturday = {
+        "name": "us-saturday",
+        "weekday": "saturday",
+        "local_time": "10:00",
+        "timezone": "America/Los_Angeles",
+        "duration_minutes": 60,
+        "multiplier": 2,
+    }
+    config = fleet_config(recurring=[us_saturday])
+    config = config.model_copy(update={"prescale": config.prescale.model_copy(update={"planning_horizon_hours": 240})})
+
+    reconcile(config, deps, now=at("2026-10-30T00:00"), trigger="test", dry_run=False)
+
+    starts = sorted((name, a.schedule, a.timezone) for name, a in actions().items() if a.min_capacity == 8)
+    # US daylight saving ends 2026-11-01: 08:00 PDT is 15:00Z, 08:00 PST is 16:00Z.
+    assert starts == [
+        ("prescale-manga-chat-prod-primary-20261031T1500Z", "at(2026-10-31T08:00:00)", "America/Los_Angeles"),
+        ("prescale-manga-chat-prod-primary-20261107T1600Z", "at(2026-11-07T08:00:00)", "America/Los_Angeles"),
+    ]
+
+
+def test_off_peak_lowers_capacity_but_never_below_the_floor(deps: PrescaleDeps) -> None:
+    night = {"name": "jp-night", "start": "01:00", "end": "08:00", "timezone": "Asia/Tokyo", "multiplier": 0.1}
+    reconcile(fleet_config(off_peak=[night]), deps, now=at("2026-12-03T00:00"), trigger="test", dry_run=False)
+
+    steps = sorted((a.schedule, a.min_capacity) for a in actions().values())
+    assert steps[:2] == [("at(2026-12-04T01:00:00)", 2), ("at(2026-12-04T08:00:00)", 4)]
+
+
+def test_a_second_run_changes_nothing(deps: PrescaleDeps) -> None:
+    deps.calendar.put("one-piece-1100", ONE_PIECE)
+    config = fleet_config(recurring=[FRIDAY])
+    reconcile(config, deps, now=at("2026-12-03T00:00"), trigger="test", dry_run=False)
+    before = actions()
+
+    again = reconcile(config, deps, now=at("2026-12-03T00:15"), trigger="test", dry_run=False)
+
+    assert again.changes == []
+    assert actions() == before
+
+
+def test_a_removed_event_loses_its_actions(deps: PrescaleDeps) -> None:
+    deps.calendar.put("one-piece-1100", ONE_PIECE)
+    reconcile(fleet_config(), deps, now=at("2026-12-03T00:00"), trigger="test", dry_run=False)
+    assert len(actions()) == 2
+
+    deps.calendar.delete("one-piece-1100")
+    plan = reconcile(fleet_config(), deps, now=at("2026-12-03T00:15"), trigger="test", dry_run=False)
+
+    assert sorted(c.kind for c in plan.changes) == ["delete", "delete"]
+    assert actions() == {}
+
+
+def test_invalid_entries_are_reported_and_skipped_while_valid_ones_apply(deps: PrescaleDeps) -> None:
+    deps.calendar.put("one-piece-1100", ONE_PIECE)
+    deps.calendar.put("bad-zone", {**ONE_PIECE, "name": "bad-zone", "timezone": "Asia/Tokio"})
+    deps.calendar.put("bad-multiplier", {**ONE_PIECE, "name": "bad-multiplier", "multiplier": 0})
+    deps.calendar.put(
+        "bad-end",
+        {k: v for k, v in ONE_PIECE.items() if k != "duration_minutes"} | {"name": "bad-end", "end": "2026-12-04T19:00"},
+    )
+    deps.calendar.put("bad-endpoint", {**ONE_PIECE, "name": "bad-endpoint", "endpoints": ["no-such-endpoint"]})
+
+    plan = reconcile(fleet_config(), deps, now=at("2026-12-03T00:00"), trigger="test", dry_run=False)
+
+    problems = {e.name: " ".join(e.errors) for e in plan.invalid_entries}
+    assert set(problems) == {"bad-zone", "bad-multiplier", "bad-end", "bad-endpoint"}
+    assert "unknown time zone 'Asia/Tokio'" in problems["bad-zone"]
+    assert "greater than 0" in problems["bad-multiplier"]
+    assert "is not after start" in problems["bad-end"]
+    assert "unknown endpoint(s) ['no-such-endpoint']" in problems["bad-endpoint"]
+    assert len(actions()) == 2  # One Piece still scheduled
+
+
+@pytest.mark.parametrize("switch", ["dry_run", "kill_switch"])
+def test_dry_run_and_kill_switch_change_nothing_but_audit_the_plan(
+    deps: PrescaleDeps, resources: CoreResources, switch: str
+) -> None:
+    deps.calendar.put("one-piece-1100", ONE_PIECE)
+    if switch == "kill_switch":
+        boto3.client("ssm").put_parameter(
+            Name=resources.kill_switch_parameter, Value=ENGAGED, Type="String", Overwrite=True
+        )
+
+    plan = reconcile(fleet_config(), deps, now=at("2026-12-03T00:00"), trigger="test", dry_run=switch == "dry_run")
+
+    assert plan.applied is False
+    assert [c.kind for c in plan.changes] == ["create", "create"]
+    assert actions() == {}
+    audit = AuditTable(resources.audit_table).list(EP)
+    assert [r.outcome for r in audit] == ["planned", "planned"]
+
+
+def test_during_an_event_min_capacity_is_raised_now(deps: PrescaleDeps) -> None:
+    deps.calendar.put("one-piece-1100", ONE_PIECE)
+
+    # 19:30 JST: inside the lead window, the 18:00 action is already past.
+    plan = reconcile(fleet_config(), deps, now=at("2026-12-04T10:30"), trigger="test", dry_run=False)
+
+    assert sorted(c.kind for c in plan.changes) == ["create", "raise_min"]
+    target = AutoScaling().get_target(EP, "primary")
+    assert target is not None and target.min_capacity == 12
+
+
+def test_a_lease_held_by_another_writer_defers_the_endpoint(deps: PrescaleDeps, resources: CoreResources) -> None:
+    deps.calendar.put("one-piece-1100", ONE_PIECE)
+    now = at("2026-12-03T00:00")
+    assert EndpointLease(resources.lease_table).acquire(EP, "canary_rollout/r-42", ttl_s=600, now=now)
+
+    plan = reconcile(fleet_config(), deps, now=now, trigger="test", dry_run=False)
+
+    assert plan.deferred_endpoints == [EP]
+    assert {c.outcome for c in plan.changes} == {"skipped"}
+    assert actions() == {}
+    audit = AuditTable(resources.audit_table).list(EP)
+    assert audit[-1].outcome == "skipped" and "canary_rollout/r-42" in audit[-1].reason

@@ -1,0 +1,68 @@
+"""The prescale Lambda handler with the sample events from ``events/`` and the shipped ``fleet.yaml``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import ModuleType
+
+import pytest
+
+from devtools.aws_resources import create_core_resources, create_endpoint
+from devtools.lambda_dispatch import FakeLambdaContext, load_handler_module
+from fleetops.aws.autoscaling import AutoScaling
+from fleetops.prescale.events import InvalidEventError
+from tests.conftest import REPO, load_event
+
+
+@pytest.fixture
+def handler(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    resources = create_core_resources()
+    create_endpoint("manga-chat-prod", {"primary": (4, 4, 12)})
+    for key, value in resources.environment().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("FLEET_CONFIG_PATH", str(REPO / "layers/core/fleet_config/fleet.yaml"))
+    yield load_handler_module("prescale")
+
+
+def invoke(handler: ModuleType, event: dict) -> dict:
+    return handler.lambda_handler(event, FakeLambdaContext(function_name="prescale"))  # type: ignore[no-any-return]
+
+
+def test_scheduler_event_plans_the_week_from_the_shipped_calendar(handler: ModuleType) -> None:
+    plan = invoke(handler, load_event("prescale_schedule"))
+
+    assert plan["trigger"] == "schedule" and plan["now"] == "2026-12-04T08:00:00Z"
+    assert plan["invalid_entries"] == []
+    created = AutoScaling().list_scheduled_actions("manga-chat-prod", "primary", "prescale-")
+    assert len(created) == len(plan["changes"]) > 0
+    # Friday 2026-12-04 20:00 JST simulpub (x2.5): 10 instances from 18:00 JST.
+    friday = next(a for a in created if a.name == "prescale-manga-chat-prod-primary-20261204T0900Z")
+    assert (friday.schedule, friday.timezone, friday.min_capacity) == ("at(2026-12-04T18:00:00)", "Asia/Tokyo", 10)
+
+
+def test_calendar_change_event_runs_at_the_stream_record_time(handler: ModuleType) -> None:
+    plan = invoke(handler, load_event("prescale_calendar_change"))
+    assert (plan["trigger"], plan["now"]) == ("calendar-change", "2026-12-04T08:00:00Z")
+
+
+def test_manual_dry_run_returns_the_plan_and_changes_nothing(handler: ModuleType) -> None:
+    plan = invoke(handler, load_event("prescale_manual_dry_run"))
+    assert plan["dry_run"] is True and plan["applied"] is False and plan["changes"]
+    assert AutoScaling().list_scheduled_actions("manga-chat-prod", "primary", "prescale-") == []
+
+
+@pytest.mark.parametrize(
+    ("event", "message"),
+    [
+        ({"trigger": "schedule"}, "time: Field required"),
+        ({"time": "next friday"}, "time: Input should be a valid datetime"),
+        ({"time": "2026-12-04T08:00:00"}, "time: Input should have timezone info"),
+        ({"Records": []}, "Records: List should have at least 1 item"),
+        ({"Records": [{"eventSource": "aws:sqs", "body": "x"}]}, "Records.0.eventSource"),
+    ],
+)
+def test_a_malformed_event_fails_fast_with_a_clear_message(handler: ModuleType, event: dict, message: str) -> None:
+    with pytest.raises(InvalidEventError) as caught:
+        invoke(handler, event)
+    assert message in str(caught.value)
+    assert AutoScaling().list_scheduled_actions("manga-chat-prod", "primary", "prescale-") == []
