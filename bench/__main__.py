@@ -1,7 +1,7 @@
 """Run benchmarks and write ``bench/results/<name>.json`` (flat numeric keys).
 
-    python -m bench                 # every benchmark
-    python -m bench handler_import  # one
+python -m bench                 # every benchmark
+python -m bench handler_import  # one
 """
 
 from __future__ import annotations

@@ -6,11 +6,19 @@ Each part is a module ``demo/<part>.py`` with ``run(emulator: MotoServer) -> Non
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 from devtools.emulator import moto_server
 
 PARTS = ["prescale", "remediation", "rollout", "container"]
+
+# The story is printed by the parts; the functions' own JSON logs and EMF lines would drown it.
+os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "manga-llm-fleet-demo")
+os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "MangaAssistant/LLMServing")
+os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
+os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 
 
 def main(only: list[str]) -> int:

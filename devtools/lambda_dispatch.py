@@ -53,11 +53,15 @@ def load_handler_module(folder: str) -> ModuleType:
     return _modules[folder]
 
 
-def _invoke(self: LambdaSimpleBackend, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any) -> bytes:
-    name = function_name.split(":")[-1] if function_name.startswith("arn:") else function_name
+def _invoke(
+    self: LambdaSimpleBackend, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
+) -> bytes:
+    name = function_name.rsplit(":", maxsplit=1)[-1] if function_name.startswith("arn:") else function_name
     folder = _routes.get(name)
     if folder is None:
-        raise KeyError(f"lambda_dispatch: no project handler registered for function {name!r}; known: {sorted(_routes)}")
+        raise KeyError(
+            f"lambda_dispatch: no project handler registered for function {name!r}; known: {sorted(_routes)}"
+        )
     module = load_handler_module(folder)
     event = json.loads(body) if body else {}
     try:

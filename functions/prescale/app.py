@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -29,15 +30,21 @@ class Settings(CommonSettings):
     calendar_table: str
 
 
+# A wrong environment or fleet.yaml fails the cold start with a clear message, before any event.
 settings = Settings.from_env()
 config = load_fleet_config(settings.fleet_config_path)
-deps = PrescaleDeps(
-    autoscaling=AutoScaling(),
-    calendar=CalendarTable(settings.calendar_table),
-    audit=AuditTable(settings.audit_table),
-    kill_switch=KillSwitch(settings.kill_switch_parameter),
-    lease=EndpointLease(settings.lease_table) if settings.lease_table else None,
-)
+
+
+@cache
+def dependencies() -> PrescaleDeps:
+    """AWS adapters, built once per execution environment on its first invocation."""
+    return PrescaleDeps(
+        autoscaling=AutoScaling(),
+        calendar=CalendarTable(settings.calendar_table),
+        audit=AuditTable(settings.audit_table),
+        kill_switch=KillSwitch(settings.kill_switch_parameter),
+        lease=EndpointLease(settings.lease_table) if settings.lease_table else None,
+    )
 
 
 def report(plan: Plan) -> None:
@@ -56,6 +63,6 @@ def report(plan: Plan) -> None:
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     request = parse_event(event)
-    plan = reconcile(config, deps, request.time, request.trigger, dry_run=request.dry_run or settings.dry_run)
+    plan = reconcile(config, dependencies(), request.time, request.trigger, dry_run=request.dry_run or settings.dry_run)
     report(plan)
     return plan.model_dump(mode="json")

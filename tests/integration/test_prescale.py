@@ -21,7 +21,9 @@ from fleetops.prescale.reconciler import PrescaleDeps, reconcile
 EP = "manga-chat-prod"
 
 
-def fleet_config(recurring: list[dict[str, Any]] | None = None, off_peak: list[dict[str, Any]] | None = None) -> FleetConfig:
+def fleet_config(
+    recurring: list[dict[str, Any]] | None = None, off_peak: list[dict[str, Any]] | None = None
+) -> FleetConfig:
     # baseline 12 rps / 4 rps per instance x 1.25 headroom -> 4 instances; x2 -> 8; x2.5 -> 10; x3 -> 12.
     return FleetConfig.model_validate(
         {
@@ -195,7 +197,8 @@ def test_invalid_entries_are_reported_and_skipped_while_valid_ones_apply(deps: P
     deps.calendar.put("bad-multiplier", {**ONE_PIECE, "name": "bad-multiplier", "multiplier": 0})
     deps.calendar.put(
         "bad-end",
-        {k: v for k, v in ONE_PIECE.items() if k != "duration_minutes"} | {"name": "bad-end", "end": "2026-12-04T19:00"},
+        {k: v for k, v in ONE_PIECE.items() if k != "duration_minutes"}
+        | {"name": "bad-end", "end": "2026-12-04T19:00"},
     )
     deps.calendar.put("bad-endpoint", {**ONE_PIECE, "name": "bad-endpoint", "endpoints": ["no-such-endpoint"]})
 

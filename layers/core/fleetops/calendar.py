@@ -153,7 +153,11 @@ def parse_entries(
     valid: list[CalendarEntry] = []
     invalid: list[InvalidEntry] = []
     for position, raw in enumerate(raw_entries):
-        label = str(raw.get("name") or raw.get("event_id") or f"#{position}") if isinstance(raw, Mapping) else f"#{position}"
+        label = (
+            str(raw.get("name") or raw.get("event_id") or f"#{position}")
+            if isinstance(raw, Mapping)
+            else f"#{position}"
+        )
         try:
             entry = model.model_validate(raw)
         except ValidationError as exc:
@@ -161,7 +165,9 @@ def parse_entries(
             continue
         unknown = sorted(set(entry.endpoints) - known_endpoints)
         if unknown:
-            invalid.append(InvalidEntry(source=source, name=label, errors=[f"endpoints: unknown endpoint(s) {unknown}"]))
+            invalid.append(
+                InvalidEntry(source=source, name=label, errors=[f"endpoints: unknown endpoint(s) {unknown}"])
+            )
             continue
         valid.append(entry)
     return valid, invalid

@@ -53,7 +53,9 @@ class MetricName(StrEnum):
     PRESCALE_CHANGES = "PrescaleActionChanges"
     PRESCALE_INVALID_ENTRIES = "PrescaleInvalidEntries"
     REMEDIATION_ACTIONS = "RemediationActions"
-    REMEDIATION_SKIPPED = "RemediationSkipped"
+    REMEDIATION_SKIPPED = "RemediationSkipped"  # planned (dry run / kill switch) or skipped by a rail
+    REMEDIATION_FAILED = "RemediationFailed"  # refused by AWS after retries
+    REMEDIATION_IGNORED = "RemediationIgnoredEvents"  # not our alarm, malformed, unknown endpoint/variant
 
 
 #: Units as CloudWatch spells them.
@@ -82,6 +84,8 @@ UNITS: dict[MetricName, str] = {
     MetricName.PRESCALE_INVALID_ENTRIES: "Count",
     MetricName.REMEDIATION_ACTIONS: "Count",
     MetricName.REMEDIATION_SKIPPED: "Count",
+    MetricName.REMEDIATION_FAILED: "Count",
+    MetricName.REMEDIATION_IGNORED: "Count",
 }
 
 

@@ -17,3 +17,10 @@ LEASE_EXPIRES_AT = "expires_at"  # epoch seconds (Number)
 # Model registry: every model version the fleet has known (SageMaker rollouts and Bedrock imports).
 REGISTRY_PK = "model_name"
 REGISTRY_SK = "version"
+
+# Alarm responder's safety-rail memory (cooldown, actions per hour), one item per endpoint (issue 4).
+REMEDIATION_STATE_PK = "endpoint_name"
+
+# Powertools idempotency (alarm responder): the persistence layer's default attribute names.
+IDEMPOTENCY_PK = "id"
+IDEMPOTENCY_EXPIRES_AT = "expiration"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import boto3
 from pydantic import BaseModel, ConfigDict
@@ -12,8 +12,8 @@ from fleetops.aws.retry import RetryPolicy, call_with_retry
 if TYPE_CHECKING:
     from mypy_boto3_application_autoscaling import ApplicationAutoScalingClient
 
-NAMESPACE = "sagemaker"
-DIMENSION = "sagemaker:variant:DesiredInstanceCount"
+NAMESPACE: Final[Literal["sagemaker"]] = "sagemaker"
+DIMENSION: Final[Literal["sagemaker:variant:DesiredInstanceCount"]] = "sagemaker:variant:DesiredInstanceCount"
 
 
 class ScalableTarget(BaseModel):

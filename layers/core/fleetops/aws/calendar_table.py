@@ -24,7 +24,9 @@ def _plain(value: Any) -> Any:
 
 
 class CalendarTable:
-    def __init__(self, table_name: str, resource: DynamoDBServiceResource | None = None, retry: RetryPolicy | None = None):
+    def __init__(
+        self, table_name: str, resource: DynamoDBServiceResource | None = None, retry: RetryPolicy | None = None
+    ):
         self._table = (resource or boto3.resource("dynamodb")).Table(table_name)
         self._retry = retry or RetryPolicy()
 

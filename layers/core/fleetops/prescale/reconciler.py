@@ -47,7 +47,9 @@ class PrescaleDeps:
     lease: EndpointLease | None = None
 
 
-def load_calendar(config: FleetConfig, one_off_rows: list[dict[str, Any]]) -> tuple[list[CalendarEntry], list[InvalidEntry]]:
+def load_calendar(
+    config: FleetConfig, one_off_rows: list[dict[str, Any]]
+) -> tuple[list[CalendarEntry], list[InvalidEntry]]:
     """All calendar entries, each validated on its own: the valid ones and the reasons for the rest."""
     known = config.endpoint_names()
     entries: list[CalendarEntry] = []
@@ -168,14 +170,14 @@ def _apply_endpoint(
         return deferred, False
     done: list[Change] = []
     try:
-        for change in sorted(changes, key=lambda c: (_APPLY_ORDER[c.kind], c.name)):
+        for planned in sorted(changes, key=lambda c: (_APPLY_ORDER[c.kind], c.name)):
             try:
-                _apply(change, deps.autoscaling)
-                change = change.model_copy(update={"outcome": "applied"})
+                _apply(planned, deps.autoscaling)
+                result = planned.model_copy(update={"outcome": "applied"})
             except (ClientError, BotoCoreError) as exc:  # after retries: record, carry on, next run repairs
-                change = change.model_copy(update={"outcome": "failed", "error": str(exc)})
-            _audit(deps, change, trigger, change.outcome, False, now)
-            done.append(change)
+                result = planned.model_copy(update={"outcome": "failed", "error": str(exc)})
+            _audit(deps, result, trigger, result.outcome, False, now)
+            done.append(result)
     finally:
         if deps.lease is not None:
             deps.lease.release(endpoint_name, holder)

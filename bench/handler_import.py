@@ -1,0 +1,20 @@
+"""``handler_import_ratio`` for the prescale handler: its cold import vs a bare Powertools handler (target <= 1.5)."""
+
+from __future__ import annotations
+
+from bench._importtime import REPO, import_ratio
+
+
+def run() -> dict[str, float]:
+    # The handler builds its boto3 clients and reads fleet.yaml at import, as it does at a Lambda cold start.
+    env = {
+        "AUDIT_TABLE": "audit",
+        "CALENDAR_TABLE": "calendar",
+        "LEASE_TABLE": "lease",
+        "KILL_SWITCH_PARAMETER": "/bench/kill-switch",
+        "FLEET_CONFIG_PATH": str(REPO / "layers/core/fleet_config/fleet.yaml"),
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": "bench",
+    }
+    return import_ratio(REPO / "functions/prescale/app.py", env)
