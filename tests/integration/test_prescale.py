@@ -7,6 +7,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from devtools.aws_resources import CoreResources, create_core_resources, create_endpoint
 from fleetops.aws.audit_table import AuditTable
@@ -255,3 +256,36 @@ def test_a_lease_held_by_another_writer_defers_the_endpoint(deps: PrescaleDeps, 
     assert actions() == {}
     audit = AuditTable(resources.audit_table).list(EP)
     assert audit[-1].outcome == "skipped" and "canary_rollout/r-42" in audit[-1].reason
+
+
+class FailingAutoScaling(AutoScaling):
+    """Test double: the real adapter, except that AWS refuses one named action (as after exhausted retries)."""
+
+    def __init__(self, refuse: str) -> None:
+        super().__init__(retry=FAST_RETRY)
+        self.refuse = refuse
+
+    def put_scheduled_action(self, action: ScheduledAction) -> None:
+        if action.name == self.refuse:
+            raise ClientError(
+                {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "PutScheduledAction"
+            )
+        super().put_scheduled_action(action)
+
+
+def test_a_failed_change_is_audited_and_the_next_run_repairs_it(deps: PrescaleDeps, resources: CoreResources) -> None:
+    deps.calendar.put("one-piece-1100", ONE_PIECE)
+    start = "prescale-manga-chat-prod-primary-20261204T0900Z"
+    deps.autoscaling = FailingAutoScaling(refuse=start)
+
+    plan = reconcile(fleet_config(), deps, now=at("2026-12-03T00:00"), trigger="test", dry_run=False)
+
+    assert {c.name: c.outcome for c in plan.changes}[start] == "failed"
+    assert start not in actions() and len(actions()) == 1
+    failed = [r for r in AuditTable(resources.audit_table).list(EP) if r.outcome == "failed"]
+    assert len(failed) == 1 and "Rate exceeded" in failed[0].reason
+
+    deps.autoscaling = AutoScaling(retry=FAST_RETRY)
+    repair = reconcile(fleet_config(), deps, now=at("2026-12-03T00:15"), trigger="test", dry_run=False)
+    assert [(c.kind, c.name, c.outcome) for c in repair.changes] == [("create", start, "applied")]
+    assert len(actions()) == 2

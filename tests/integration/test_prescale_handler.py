@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from types import ModuleType
 
@@ -28,7 +29,9 @@ def invoke(handler: ModuleType, event: dict) -> dict:
     return handler.lambda_handler(event, FakeLambdaContext(function_name="prescale"))  # type: ignore[no-any-return]
 
 
-def test_scheduler_event_plans_the_week_from_the_shipped_calendar(handler: ModuleType) -> None:
+def test_scheduler_event_plans_the_week_from_the_shipped_calendar(
+    handler: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
     plan = invoke(handler, load_event("prescale_schedule"))
 
     assert plan["trigger"] == "schedule" and plan["now"] == "2026-12-04T08:00:00Z"
@@ -38,6 +41,10 @@ def test_scheduler_event_plans_the_week_from_the_shipped_calendar(handler: Modul
     # Friday 2026-12-04 20:00 JST simulpub (x2.5): 10 instances from 18:00 JST.
     friday = next(a for a in created if a.name == "prescale-manga-chat-prod-primary-20261204T0900Z")
     assert (friday.schedule, friday.timezone, friday.min_capacity) == ("at(2026-12-04T18:00:00)", "Asia/Tokyo", 10)
+    # Every change is counted in an EMF metric on stdout (CloudWatch Logs turns it into a metric).
+    emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    assert emf and emf[-1]["PrescaleActionChanges"] == [float(len(created))]
+    assert emf[-1]["PrescaleInvalidEntries"] == [0.0]
 
 
 def test_calendar_change_event_runs_at_the_stream_record_time(handler: ModuleType) -> None:
