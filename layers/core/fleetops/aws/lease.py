@@ -1,0 +1,191 @@
+"""Per-endpoint writer lease: one automated writer at a time per SageMaker endpoint.
+
+SageMaker rejects a change while an endpoint is updating ("Cannot update in-progress endpoint"), and
+two writers (reconciler, responder, rollout, rollback) changing capacity at once would undo each
+other. Every writer first takes a short lease with a conditional write to the lease table; a writer
+that cannot get it defers and says who holds it. Leases expire on their own (``expires_at``, epoch
+seconds, also the table's TTL attribute), so a crashed writer blocks nobody for longer than its TTL.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import boto3
+from botocore.exceptions import ClientError
+
+from fleetops.aws.retry import RetryPolicy, call_with_retry
+from fleetops.tables import LEASE_EXPIRES_AT, LEASE_HOLDER, LEASE_PK
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+_CONDITION_FAILED = "ConditionalCheckFailedException"
+
+
+class LeaseHeldError(RuntimeError):
+    """Another writer holds the endpoint's lease; the caller should defer.
+
+    Attributes
+    ----------
+    endpoint_name, holder, expires_at
+        The endpoint, the current holder (``None`` if it could not be read) and when its lease ends
+        (epoch seconds, ``None`` if unknown).
+    """
+
+    def __init__(self, endpoint_name: str, holder: str | None, expires_at: int | None) -> None:
+        self.endpoint_name = endpoint_name
+        self.holder = holder
+        self.expires_at = expires_at
+        who = holder or "another writer"
+        until = f" until {datetime.fromtimestamp(expires_at, tz=UTC).isoformat()}" if expires_at is not None else ""
+        super().__init__(f"endpoint {endpoint_name!r} is leased by {who}{until}")
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    """The lease row as stored: who holds it and until when (epoch seconds)."""
+
+    endpoint_name: str
+    holder: str
+    expires_at: int
+
+
+class EndpointLease:
+    """Conditional-write lease on the lease table (keys from :mod:`fleetops.tables`).
+
+    Parameters
+    ----------
+    table_name
+        The lease table (template resource ``LeaseTable``, env ``LEASE_TABLE``).
+    client
+        A DynamoDB client; ``None`` builds a default one (reaches the emulator through ``AWS_ENDPOINT_URL``).
+    retry
+        Throttling is retried per this policy; a lost condition is an answer, never retried.
+
+    Examples
+    --------
+    >>> lease = EndpointLease("lease-table")  # doctest: +SKIP
+    >>> with lease.hold("manga-chat", "alarm-responder/abc", ttl_s=120, now=now):  # doctest: +SKIP
+    ...     autoscaling.set_capacity(...)
+    """
+
+    def __init__(self, table_name: str, client: DynamoDBClient | None = None, retry: RetryPolicy | None = None) -> None:
+        self.table_name = table_name
+        self._client: DynamoDBClient = client or boto3.client("dynamodb")
+        self._retry = retry or RetryPolicy()
+
+    def acquire(self, endpoint_name: str, holder: str, ttl_s: int, now: datetime) -> bool:
+        """Take or renew the lease; ``False`` when another holder's lease has not expired yet.
+
+        The same holder may re-acquire (renew) its own lease. A lease whose ``expires_at`` lies
+        before ``now`` is free, so time comes from the caller (the event), not from the clock here.
+
+        Examples
+        --------
+        >>> lease.acquire("manga-chat", "prescale/2026-11-21T07:00Z", ttl_s=300, now=now)  # doctest: +SKIP
+        True
+        """
+        if ttl_s <= 0:
+            raise ValueError(f"lease ttl_s must be positive, got {ttl_s}")
+        now_s = int(now.timestamp())
+        try:
+            call_with_retry(
+                self._retry,
+                self._client.put_item,
+                TableName=self.table_name,
+                Item={
+                    LEASE_PK: {"S": endpoint_name},
+                    LEASE_HOLDER: {"S": holder},
+                    LEASE_EXPIRES_AT: {"N": str(now_s + ttl_s)},
+                },
+                ConditionExpression="attribute_not_exists(#pk) OR #exp < :now OR #holder = :holder",
+                ExpressionAttributeNames={"#pk": LEASE_PK, "#exp": LEASE_EXPIRES_AT, "#holder": LEASE_HOLDER},
+                ExpressionAttributeValues={":now": {"N": str(now_s)}, ":holder": {"S": holder}},
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == _CONDITION_FAILED:
+                return False
+            raise
+        return True
+
+    def release(self, endpoint_name: str, holder: str) -> bool:
+        """Give the lease back; ``False`` (and no change) when someone else holds it now.
+
+        Examples
+        --------
+        >>> lease.release("manga-chat", "prescale/2026-11-21T07:00Z")  # doctest: +SKIP
+        True
+        """
+        try:
+            call_with_retry(
+                self._retry,
+                self._client.delete_item,
+                TableName=self.table_name,
+                Key={LEASE_PK: {"S": endpoint_name}},
+                ConditionExpression="#holder = :holder",
+                ExpressionAttributeNames={"#holder": LEASE_HOLDER},
+                ExpressionAttributeValues={":holder": {"S": holder}},
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == _CONDITION_FAILED:
+                return False
+            raise
+        return True
+
+    def current(self, endpoint_name: str) -> LeaseInfo | None:
+        """The stored lease row (possibly expired), or ``None`` when there is none.
+
+        Examples
+        --------
+        >>> lease.current("manga-chat").holder  # doctest: +SKIP
+        'prescale/2026-11-21T07:00Z'
+        """
+        item = call_with_retry(
+            self._retry,
+            self._client.get_item,
+            TableName=self.table_name,
+            Key={LEASE_PK: {"S": endpoint_name}},
+            ConsistentRead=True,
+        ).get("Item")
+        if not item:
+            return None
+        return LeaseInfo(
+            endpoint_name=endpoint_name,
+            holder=item[LEASE_HOLDER]["S"],
+            expires_at=int(item[LEASE_EXPIRES_AT]["N"]),
+        )
+
+    @contextmanager
+    def hold(self, endpoint_name: str, holder: str, ttl_s: int, now: datetime) -> Iterator[None]:
+        """Hold the lease for the ``with`` block and release it afterwards (also on error).
+
+        Raises
+        ------
+        LeaseHeldError
+            When another writer holds an unexpired lease; names that holder.
+
+        Examples
+        --------
+        >>> try:  # doctest: +SKIP
+        ...     with lease.hold("manga-chat", "alarm-responder/abc", ttl_s=120, now=now):
+        ...         ...
+        ... except LeaseHeldError as exc:
+        ...     print(f"deferred: {exc}")
+        """
+        if not self.acquire(endpoint_name, holder, ttl_s, now):
+            info = self.current(endpoint_name)
+            raise LeaseHeldError(
+                endpoint_name,
+                info.holder if info else None,
+                info.expires_at if info else None,
+            )
+        try:
+            yield
+        finally:
+            self.release(endpoint_name, holder)
