@@ -17,7 +17,7 @@ from fleetops.aws.lease import EndpointLease
 from fleetops.aws.retry import FAST_RETRY
 from fleetops.aws.switches import ENGAGED, KillSwitch
 from fleetops.config import FleetConfig
-from fleetops.prescale.reconciler import PrescaleDeps, reconcile
+from fleetops.prescale.reconciler import PrescaleDeps, UnmanagedVariantError, reconcile
 
 EP = "manga-chat-prod"
 
@@ -289,3 +289,17 @@ def test_a_failed_change_is_audited_and_the_next_run_repairs_it(deps: PrescaleDe
     repair = reconcile(fleet_config(), deps, now=at("2026-12-03T00:15"), trigger="test", dry_run=False)
     assert [(c.kind, c.name, c.outcome) for c in repair.changes] == [("create", start, "applied")]
     assert len(actions()) == 2
+
+
+def test_a_variant_without_scalable_target_fails_the_run_after_the_others_are_reconciled(
+    deps: PrescaleDeps,
+) -> None:
+    deps.calendar.put("one-piece-1100", ONE_PIECE)
+    config = fleet_config()
+    ghost = config.endpoints[0].model_copy(update={"name": "ghost-endpoint"})
+    config = config.model_copy(update={"endpoints": (ghost, *config.endpoints)})
+
+    with pytest.raises(UnmanagedVariantError, match="'ghost-endpoint' variant 'primary' has no scalable target"):
+        reconcile(config, deps, now=at("2026-12-03T00:00"), trigger="test", dry_run=False)
+
+    assert len(actions()) == 2  # manga-chat-prod was still reconciled

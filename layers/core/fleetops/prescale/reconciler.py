@@ -32,6 +32,12 @@ from fleetops.prescale import planner
 from fleetops.prescale.models import ACTION_PREFIX, Change, Plan, VariantPlan
 
 ACTOR = "prescale"
+
+
+class UnmanagedVariantError(LookupError):
+    """A variant in fleet.yaml has no scalable target; raised after every other endpoint was reconciled."""
+
+
 LEASE_TTL_S = 120
 _APPLY_ORDER = {"raise_min": 0, "create": 1, "update": 2, "delete": 3}
 
@@ -79,7 +85,7 @@ def plan_endpoint(
     for variant in endpoint.variants:
         target = autoscaling.get_target(endpoint.name, variant.name)
         if target is None:
-            raise LookupError(
+            raise UnmanagedVariantError(
                 f"endpoint {endpoint.name!r} variant {variant.name!r} has no scalable target registered with "
                 "Application Auto Scaling; register it (README, Deploy) or remove it from fleet.yaml"
             )
@@ -199,8 +205,13 @@ def reconcile(config: FleetConfig, deps: PrescaleDeps, now: datetime, trigger: s
     variants: list[VariantPlan] = []
     changes: list[Change] = []
     deferred: list[str] = []
+    unmanaged: list[str] = []
     for endpoint in config.endpoints:
-        plans, planned = plan_endpoint(config, endpoint, entries, now, deps.autoscaling)
+        try:
+            plans, planned = plan_endpoint(config, endpoint, entries, now, deps.autoscaling)
+        except UnmanagedVariantError as exc:
+            unmanaged.append(str(exc))
+            continue
         variants += plans
         if not planned:
             continue
@@ -213,6 +224,8 @@ def reconcile(config: FleetConfig, deps: PrescaleDeps, now: datetime, trigger: s
         changes += done
         if not ran:
             deferred.append(endpoint.name)
+    if unmanaged:  # fail the run (and so the errors alarm) only after the healthy endpoints are done
+        raise UnmanagedVariantError("; ".join(unmanaged))
     return Plan(
         now=now,
         trigger=trigger,
