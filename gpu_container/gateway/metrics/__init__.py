@@ -1,0 +1,54 @@
+"""The gateway's metrics: an in-process recorder and an agent that emits CloudWatch EMF on stdout.
+
+Every ``interval_s`` the :class:`MetricsAgent` writes EMF JSON lines (namespace
+``fleetops.metrics.NAMESPACE``, names and units only from ``fleetops.metrics``):
+
+- one line with dimensions ``[EndpointName, VariantName]`` carrying
+
+  - from vLLM's ``/metrics`` (skipped while the engine is down): ``QueueDepth``
+    (``vllm:num_requests_waiting``), ``RunningRequests`` (``vllm:num_requests_running``),
+    ``KvCacheUsagePercent`` (``vllm:kv_cache_usage_perc`` x 100), ``PrefixCacheHitRate`` (percent, from
+    the deltas of ``vllm:prefix_cache_hits_total`` / ``vllm:prefix_cache_queries_total`` over the
+    interval; absent when there were no queries) and ``Preemptions`` (delta of
+    ``vllm:num_preemptions_total``), both from the second scrape on; counters and gauges are summed
+    over label sets (``model_name``, engine), the KV-cache fraction is averaged;
+  - the gateway's counters, every interval and 0 when nothing happened: ``Requests``,
+    ``RequestErrors``, ``ClientErrors``, ``BudgetTrims``, ``OomCaught``, ``BreakerTrips``,
+    ``Fallbacks``, ``EngineRestarts``;
+  - the gateway's observations as raw value arrays (so CloudWatch computes p50/p95/p99):
+    ``QueueWaitMs``, ``TimeToFirstTokenMs``, ``RequestLatencyMs``, ``TokensIn``, ``TokensOut``. EMF
+    takes at most 100 values per metric per line, so a busy interval spans several lines (counters only
+    in the first); beyond 10,000 values per interval the recorder keeps a uniform sample;
+
+- one line per GPU (NVML; none without a GPU) with ``GpuUtilization`` and ``GpuMemoryUsedPercent`` and
+  two dimension sets, ``[EndpointName, VariantName, Gpu]`` (per device, ``Gpu`` = NVML index) and
+  ``[EndpointName, VariantName]`` (CloudWatch aggregates across the devices: Average, Maximum).
+
+The endpoint and variant values come from the constructor; the gateway reads them from
+``SAGEMAKER_ENDPOINT_NAME``/``ENDPOINT_NAME`` and ``SAGEMAKER_VARIANT_NAME``/``VARIANT_NAME``.
+"""
+
+from __future__ import annotations
+
+from gateway.metrics.agent import MetricsAgent, combine
+from gateway.metrics.emf import GPU_DIMENSION, EmfWriter
+from gateway.metrics.gpu import GpuReader, GpuReading, NvmlGpuReader
+from gateway.metrics.recorder import GATEWAY_COUNTERS, GatewayMetrics, Snapshot
+from gateway.metrics.vllm_scrape import EngineSample, VllmScraper, engine_metrics, parse_vllm_metrics
+
+__all__ = [
+    "GATEWAY_COUNTERS",
+    "GPU_DIMENSION",
+    "EmfWriter",
+    "EngineSample",
+    "GatewayMetrics",
+    "GpuReader",
+    "GpuReading",
+    "MetricsAgent",
+    "NvmlGpuReader",
+    "Snapshot",
+    "VllmScraper",
+    "combine",
+    "engine_metrics",
+    "parse_vllm_metrics",
+]

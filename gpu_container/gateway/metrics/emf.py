@@ -1,0 +1,121 @@
+"""Write CloudWatch EMF JSON lines with ``aws-embedded-metrics``, synchronously, to a text stream.
+
+The library's own environment detection would probe for a CloudWatch agent socket or EC2 metadata;
+here the environment is fixed to a local one whose sink is the given stream (stdout in the container,
+where SageMaker ships it to CloudWatch Logs and the EMF records become metrics). No network, no socket.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import TYPE_CHECKING, TextIO
+
+from aws_embedded_metrics.environment.local_environment import LocalEnvironment
+from aws_embedded_metrics.logger.metrics_logger import MetricsLogger
+from aws_embedded_metrics.serializers.log_serializer import LogSerializer
+from aws_embedded_metrics.sinks import Sink
+
+from fleetops.metrics import NAMESPACE, Dimension, MetricName, unit_of
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from aws_embedded_metrics.environment import Environment
+    from aws_embedded_metrics.logger.metrics_context import MetricsContext
+
+logger = logging.getLogger(__name__)
+
+#: Dimension added to per-device GPU metrics (the NVML index).
+GPU_DIMENSION = "Gpu"
+
+
+class StreamSink(Sink):
+    """An EMF sink that writes each serialised event as one line to a text stream and flushes it."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+
+    @staticmethod
+    def name() -> str:
+        return "StreamSink"
+
+    def accept(self, context: MetricsContext) -> None:
+        for line in LogSerializer.serialize(context):
+            if line:
+                self._out.write(line + "\n")
+        self._out.flush()
+
+
+class _StreamEnvironment(LocalEnvironment):
+    def __init__(self, out: TextIO) -> None:
+        super().__init__()
+        self.sink = StreamSink(out)
+
+
+class EmfWriter:
+    """Emits metrics of the contract as EMF under ``fleetops.metrics.NAMESPACE``.
+
+    Parameters
+    ----------
+    out
+        Where the JSON lines go (``sys.stdout`` in the container).
+    endpoint_name, variant_name
+        Values of the ``EndpointName`` and ``VariantName`` dimensions.
+
+    Examples
+    --------
+    >>> import io, json
+    >>> buffer = io.StringIO()
+    >>> writer = EmfWriter(buffer, "manga-chat", "primary")
+    >>> import asyncio; asyncio.run(writer.emit({MetricName.REQUESTS: 3.0}))
+    >>> record = json.loads(buffer.getvalue())
+    >>> record["Requests"], record["EndpointName"], record["_aws"]["CloudWatchMetrics"][0]["Namespace"]
+    (3.0, 'manga-chat', 'MangaAssistant/LLMServing')
+    """
+
+    def __init__(self, out: TextIO, endpoint_name: str, variant_name: str) -> None:
+        if not endpoint_name or not variant_name:
+            raise ValueError(
+                f"endpoint_name and variant_name must be non-empty (got {endpoint_name!r}, {variant_name!r})"
+            )
+        self._environment = _StreamEnvironment(out)
+        self._base = {str(Dimension.ENDPOINT): endpoint_name, str(Dimension.VARIANT): variant_name}
+
+    async def _resolve_environment(self) -> Environment:
+        return self._environment
+
+    async def emit(
+        self,
+        metrics: Mapping[MetricName, float | Iterable[float]],
+        extra_dimensions: Mapping[str, str] | None = None,
+    ) -> None:
+        """Write one EMF record (more if a value array exceeds EMF's 100 values per metric).
+
+        Parameters
+        ----------
+        metrics
+            A value or a list of raw values per metric; units come from ``fleetops.metrics.UNITS``.
+            Non-finite values are dropped with a log line (CloudWatch rejects them).
+        extra_dimensions
+            Added to the endpoint/variant pair as a second, finer dimension set; the record then carries
+            both ``[EndpointName, VariantName, *extra]`` and ``[EndpointName, VariantName]``.
+        """
+        emf = MetricsLogger(self._resolve_environment)
+        emf.set_namespace(NAMESPACE)
+        if extra_dimensions:
+            emf.set_dimensions({**self._base, **extra_dimensions}, dict(self._base), use_default=False)
+        else:
+            emf.set_dimensions(dict(self._base), use_default=False)
+        count = 0
+        for name, value in metrics.items():
+            metric = MetricName(name)
+            values = [value] if isinstance(value, int | float) else list(value)
+            for item in values:
+                if not math.isfinite(item):
+                    logger.warning("dropping non-finite value %r of %s", item, metric)
+                    continue
+                emf.put_metric(str(metric), float(item), unit_of(metric))
+                count += 1
+        if count:
+            await emf.flush()
