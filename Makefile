@@ -30,9 +30,9 @@ $(STAMPS)/sam: requirements/sam.txt
 	$(SAM_VENV)/bin/pip install --quiet -r requirements/sam.txt
 	@touch $@
 
-$(STAMPS)/node: package.json
+$(STAMPS)/node: package.json package-lock.json
 	@mkdir -p $(STAMPS)
-	npm install --no-audit --no-fund --silent
+	npm ci --no-audit --no-fund --silent
 	@touch $@
 
 demo: $(STAMPS)/venv
@@ -51,10 +51,7 @@ typecheck: $(STAMPS)/venv
 
 validate: $(STAMPS)/sam $(STAMPS)/node
 	$(SAM_VENV)/bin/sam validate --lint --template template.yaml
-	@for f in statemachines/*.asl.json; do \
-		[ -e "$$f" ] || continue; \
-		npx --no-install asl-validator --json-definition "$$f" || exit 1; \
-	done
+	npx --no-install asl-validator $(addprefix --json-path ,$(wildcard statemachines/*.asl.json))
 
 unit: $(STAMPS)/venv
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
