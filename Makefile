@@ -50,7 +50,7 @@ typecheck: $(STAMPS)/venv
 	$(BIN)/mypy layers/core functions gpu_container/gateway devtools
 
 validate: $(STAMPS)/sam $(STAMPS)/node
-	$(SAM_VENV)/bin/sam validate --lint --template template.yaml
+	@for t in template.yaml templates/*.yaml; do $(SAM_VENV)/bin/sam validate --lint --template "$$t" || exit 1; done
 	npx --no-install asl-validator $(addprefix --json-path ,$(wildcard statemachines/*.asl.json))
 
 unit: $(STAMPS)/venv

@@ -1,0 +1,45 @@
+"""Human-readable notifications on the operations SNS topic."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import boto3
+from aws_lambda_powertools import Logger
+
+from fleetops.aws.retry import RetryPolicy, call_with_retry
+
+if TYPE_CHECKING:
+    from mypy_boto3_sns import SNSClient
+
+logger = Logger(child=True)
+
+_SUBJECT_MAX = 100  # SNS limit; no line breaks allowed either
+
+
+class Notifier:
+    """Publish to the operations topic; without a topic (local runs) the message is only logged.
+
+    Examples
+    --------
+    >>> Notifier(topic_arn).publish("[ALARM] queue-depth on manga-chat/primary", "what fired ...")  # doctest: +SKIP
+    'a1b2c3...'
+    """
+
+    def __init__(self, topic_arn: str, client: SNSClient | None = None, retry: RetryPolicy | None = None) -> None:
+        self._topic_arn = topic_arn
+        self._client = (client or boto3.client("sns")) if topic_arn else client
+        self._retry = retry or RetryPolicy()
+
+    def publish(self, subject: str, message: str) -> str | None:
+        """Send one message; returns the SNS message id (``None`` when no topic is configured)."""
+        clean = " ".join(subject.split())
+        if len(clean) > _SUBJECT_MAX:
+            clean = clean[: _SUBJECT_MAX - 3] + "..."
+        if not self._topic_arn or self._client is None:
+            logger.info("no notification topic configured; notification only logged", extra={"subject": clean})
+            return None
+        answer = call_with_retry(
+            self._retry, self._client.publish, TopicArn=self._topic_arn, Subject=clean, Message=message
+        )
+        return str(answer["MessageId"])

@@ -1,0 +1,189 @@
+"""The pure decision core: parsed alarm + playbook + variant + safety-rail state -> what to do and why.
+
+Nothing here talks to AWS; the responder reads the inputs, calls :func:`decide`, and applies the
+plans marked ``go``. Every plan carries a reason, including "did nothing because ...".
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from fleetops.remediation.alarm import ParsedAlarm
+from fleetops.remediation.models import FLEET_CHANGING, ActionType
+
+if TYPE_CHECKING:
+    from fleetops.aws.autoscaling import ScalableTarget
+    from fleetops.config import VariantConfig
+    from fleetops.remediation.models import Playbook
+
+#: go: apply now; planned: held back by dry run / kill switch; skipped: a rail or the state says no.
+PlanStatus = Literal["go", "planned", "skipped"]
+
+
+class RailState(BaseModel):
+    """Per-endpoint memory of the safety rails (stored in the remediation state table)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    last_scale_out_at: datetime | None = None
+    recent_actions: tuple[datetime, ...] = ()
+
+    def actions_since(self, since: datetime) -> int:
+        return sum(1 for at in self.recent_actions if at > since)
+
+
+class Gate(BaseModel):
+    """Switches that hold every fleet change back while still planning and auditing it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    dry_run: bool = False
+    kill_switch: bool = False
+
+    def closed_because(self) -> str | None:
+        if self.kill_switch:
+            return "kill switch engaged"
+        if self.dry_run:
+            return "dry run"
+        return None
+
+
+class ActionPlan(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    action: ActionType
+    status: PlanStatus
+    reason: str
+    before: dict[str, Any] | None = None
+    after: dict[str, Any] | None = None
+
+
+class Decision(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    alarm: ParsedAlarm
+    role: Literal["primary", "canary"]
+    plans: tuple[ActionPlan, ...]
+
+    def plan(self, action: ActionType) -> ActionPlan | None:
+        return next((p for p in self.plans if p.action == action), None)
+
+
+def plan_scale_out(
+    alarm: ParsedAlarm,
+    variant: VariantConfig,
+    *,
+    playbook: Playbook,
+    target: ScalableTarget | None,
+    rails: RailState,
+    gate: Gate,
+    already_planned: int = 0,
+) -> ActionPlan:
+    """Raise MinCapacity by the step for the breach, clamped to [floor, cap]; never lower anything.
+
+    Examples
+    --------
+    >>> t = ScalableTarget(min_capacity=2, max_capacity=12)  # doctest: +SKIP
+    >>> plan = plan_scale_out(alarm, variant, playbook=pb, target=t, rails=RailState(), gate=Gate())  # doctest: +SKIP
+    >>> plan.after  # doctest: +SKIP
+    {'min_capacity': 6, 'max_capacity': 12}
+    """
+    act = ActionType.SCALE_OUT
+    if target is None:
+        reason = f"variant {alarm.variant_name!r} of {alarm.endpoint_name!r} has no scalable target registered"
+        return ActionPlan(action=act, status="skipped", reason=reason)
+    before = {"min_capacity": target.min_capacity, "max_capacity": target.max_capacity}
+    if target.min_capacity >= variant.cap:
+        reason = f"MinCapacity {target.min_capacity} is already at or above the cap {variant.cap}"
+        return ActionPlan(action=act, status="skipped", reason=reason, before=before)
+    cooldown = timedelta(seconds=playbook.rails.cooldown_seconds)
+    if rails.last_scale_out_at is not None and alarm.at - rails.last_scale_out_at < cooldown:
+        ago = int((alarm.at - rails.last_scale_out_at).total_seconds())
+        reason = f"cooldown: last scale-out {ago}s ago, cooldown is {playbook.rails.cooldown_seconds}s"
+        return ActionPlan(action=act, status="skipped", reason=reason, before=before)
+    limited = _rate_limited(alarm.at, rails, playbook, already_planned)
+    if limited:
+        return ActionPlan(action=act, status="skipped", reason=limited, before=before)
+    step = playbook.step_for(alarm.breach)
+    new_min = min(variant.cap, max(variant.floor, target.min_capacity + step))
+    after = {"min_capacity": new_min, "max_capacity": max(target.max_capacity, new_min)}
+    clamp = f", clamped to cap {variant.cap}" if target.min_capacity + step > variant.cap else ""
+    reason = (
+        f"breach x{alarm.breach:.2f} of the threshold -> step +{step}: "
+        f"MinCapacity {target.min_capacity} -> {new_min}{clamp}"
+    )
+    held = gate.closed_because()
+    if held:
+        return ActionPlan(action=act, status="planned", reason=f"{held}: would {reason}", before=before, after=after)
+    return ActionPlan(action=act, status="go", reason=reason, before=before, after=after)
+
+
+def _rate_limited(now: datetime, rails: RailState, playbook: Playbook, already_planned: int) -> str | None:
+    done = rails.actions_since(now - timedelta(hours=1)) + already_planned
+    if done >= playbook.rails.max_actions_per_hour:
+        return f"rate limit: {done} fleet changes in the last hour, at most {playbook.rails.max_actions_per_hour}"
+    return None
+
+
+def _plan_rollback(
+    alarm: ParsedAlarm, role: str, *, playbook: Playbook, rails: RailState, gate: Gate, planned: int
+) -> ActionPlan:
+    act = ActionType.ROLLBACK
+    if role != "canary":
+        return ActionPlan(action=act, status="skipped", reason=f"variant {alarm.variant_name!r} is not a canary")
+    limited = _rate_limited(alarm.at, rails, playbook, planned)
+    if limited:
+        return ActionPlan(action=act, status="skipped", reason=limited)
+    reason = f"canary {alarm.variant_name!r} in trouble ({alarm.kind}): roll back"
+    held = gate.closed_because()
+    if held:
+        return ActionPlan(action=act, status="planned", reason=f"{held}: would {reason}")
+    return ActionPlan(action=act, status="go", reason=reason)
+
+
+def decide(
+    alarm: ParsedAlarm,
+    variant: VariantConfig,
+    *,
+    playbook: Playbook,
+    target: ScalableTarget | None,
+    rails: RailState,
+    gate: Gate,
+) -> Decision:
+    """Map an alarm transition to action plans per the playbook and the safety rails.
+
+    ALARM runs the kind's ``on_alarm`` actions for the variant's role; OK runs ``on_ok`` (recording
+    the recovery; the playbook forbids scaling in there); INSUFFICIENT_DATA does nothing.
+
+    Examples
+    --------
+    >>> d = decide(alarm, variant, playbook=pb, target=t, rails=RailState(), gate=Gate(dry_run=True))  # doctest: +SKIP
+    >>> [(p.action, p.status) for p in d.plans]  # doctest: +SKIP
+    [('scale_out', 'planned'), ('notify', 'go')]
+    """
+    spec = playbook.alarms[alarm.kind]
+    if alarm.state == "OK":
+        since = f" (was {alarm.previous_state})" if alarm.previous_state else ""
+        plans = tuple(ActionPlan(action=a, status="go", reason=f"recovered{since}: {alarm.reason}") for a in spec.on_ok)
+        return Decision(alarm=alarm, role=variant.role, plans=plans)
+    if alarm.state != "ALARM":
+        return Decision(alarm=alarm, role=variant.role, plans=())
+    planned: list[ActionPlan] = []
+    for action in getattr(spec.on_alarm, variant.role):
+        changing = sum(1 for p in planned if p.action in FLEET_CHANGING and p.status == "go")
+        if action == ActionType.SCALE_OUT:
+            planned.append(
+                plan_scale_out(
+                    alarm, variant, playbook=playbook, target=target, rails=rails, gate=gate, already_planned=changing
+                )
+            )
+        elif action == ActionType.ROLLBACK:
+            planned.append(
+                _plan_rollback(alarm, variant.role, playbook=playbook, rails=rails, gate=gate, planned=changing)
+            )
+        else:
+            planned.append(ActionPlan(action=action, status="go", reason=spec.summary))
+    return Decision(alarm=alarm, role=variant.role, plans=tuple(planned))

@@ -1,0 +1,140 @@
+"""The remediation playbook: alarm kinds, their thresholds, and what to do when they fire (config, not code)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from fleetops.metrics import MetricName
+
+
+class PlaybookError(ValueError):
+    """The playbook file cannot be used (unreadable, not YAML, or invalid)."""
+
+
+class ActionType(StrEnum):
+    """What the responder can do. Only ``scale_out`` and ``rollback`` change the fleet."""
+
+    SCALE_OUT = "scale_out"
+    ROLLBACK = "rollback"
+    NOTIFY = "notify"
+    RECORD_RECOVERY = "record_recovery"
+
+
+#: Actions that change the fleet and therefore pass the safety rails (dry run, kill switch, rate limit).
+FLEET_CHANGING = frozenset({ActionType.SCALE_OUT, ActionType.ROLLBACK})
+
+Comparison = Literal[
+    "GreaterThanThreshold", "GreaterThanOrEqualToThreshold", "LessThanThreshold", "LessThanOrEqualToThreshold"
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RoleActions(_Strict):
+    """Actions for an ALARM on a primary and on a canary variant."""
+
+    primary: tuple[ActionType, ...] = ()
+    canary: tuple[ActionType, ...] = ()
+
+
+class AlarmSpec(_Strict):
+    """One alarm kind: the metric and threshold the template's alarm uses, and the playbook's answer.
+
+    ``divided_by`` makes it a ratio alarm (``100 * metric / divided_by``, percent); ``per_max_num_seqs``
+    makes it ``100 * metric / max_num_seqs`` (the container's concurrency limit).
+    """
+
+    metric: MetricName
+    divided_by: MetricName | None = None
+    per_max_num_seqs: bool = False
+    statistic: str = Field(pattern=r"^(Sum|Average|Maximum|Minimum|SampleCount|p\d{1,2}(\.\d+)?)$")
+    period_seconds: int = Field(ge=10)
+    evaluation_periods: int = Field(ge=1)
+    datapoints_to_alarm: int | None = Field(default=None, ge=1)
+    threshold: float
+    comparison: Comparison = "GreaterThanThreshold"
+    summary: str = Field(min_length=1, description="what it means, for the notification")
+    look_at: str = Field(min_length=1, description="where a human should look first")
+    on_alarm: RoleActions
+    on_ok: tuple[ActionType, ...] = (ActionType.RECORD_RECOVERY,)
+
+    @model_validator(mode="after")
+    def _no_scale_in_on_ok(self) -> AlarmSpec:
+        changing = FLEET_CHANGING.intersection(self.on_ok)
+        if changing:
+            raise ValueError(f"on_ok may not change the fleet (the responder never scales in): {sorted(changing)}")
+        if ActionType.ROLLBACK in self.on_alarm.primary:
+            raise ValueError("on_alarm.primary may not roll back: only a canary variant can be rolled back")
+        return self
+
+
+class ScaleStep(_Strict):
+    """Add ``add`` instances when observed / threshold is below ``below_breach`` (``None``: any size)."""
+
+    below_breach: float | None = Field(default=None, gt=1.0)
+    add: int = Field(ge=1)
+
+
+class Rails(_Strict):
+    cooldown_seconds: int = Field(ge=0, description="no second scale-out of an endpoint within this time")
+    max_actions_per_hour: int = Field(ge=1, description="fleet-changing actions per endpoint per rolling hour")
+    lease_ttl_seconds: int = Field(ge=10, le=900)
+
+
+class Playbook(_Strict):
+    version: str = Field(min_length=1)
+    rails: Rails
+    scale_out_steps: tuple[ScaleStep, ...] = Field(min_length=1)
+    alarms: dict[str, AlarmSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _steps_ascend(self) -> Playbook:
+        bounds = [s.below_breach for s in self.scale_out_steps]
+        if bounds[-1] is not None or any(b is None for b in bounds[:-1]):
+            raise ValueError("scale_out_steps: only the last step may (and must) leave below_breach empty")
+        finite = [b for b in bounds if b is not None]
+        if finite != sorted(set(finite)):
+            raise ValueError(f"scale_out_steps: below_breach must strictly increase, got {finite}")
+        bad = [k for k in self.alarms if not k.replace("-", "").isalnum() or k != k.lower()]
+        if bad:
+            raise ValueError(f"alarm kinds must be lower-case kebab-case (they appear in alarm names): {bad}")
+        return self
+
+    def step_for(self, breach: float) -> int:
+        """Instances to add for a breach of ``observed / threshold``.
+
+        Examples
+        --------
+        >>> pb = load_playbook("layers/core/fleet_config/playbook.yaml")  # doctest: +SKIP
+        >>> pb.step_for(1.2), pb.step_for(3.0), pb.step_for(10.0)  # doctest: +SKIP
+        (2, 4, 8)
+        """
+        for step in self.scale_out_steps:
+            if step.below_breach is None or breach < step.below_breach:
+                return step.add
+        return self.scale_out_steps[-1].add  # pragma: no cover - the validator guarantees an open last step
+
+
+def load_playbook(path: str | Path) -> Playbook:
+    """Read and validate ``playbook.yaml``; any problem raises :class:`PlaybookError` naming the file.
+
+    Examples
+    --------
+    >>> load_playbook("layers/core/fleet_config/playbook.yaml").alarms["queue-depth"].threshold  # doctest: +SKIP
+    50.0
+    """
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise PlaybookError(f"cannot read playbook {path}: {exc}") from exc
+    try:
+        return Playbook.model_validate(raw)
+    except ValidationError as exc:
+        raise PlaybookError(f"invalid playbook {path}: {exc}") from exc

@@ -1,0 +1,297 @@
+"""Apply the playbook's decision for one alarm transition through injected AWS adapters.
+
+Order of work: parse and resolve the alarm (ignored ones stop here), read what the decision needs,
+:func:`~fleetops.remediation.decide.decide`, apply the ``go`` plans (capacity and weight changes under
+the endpoint lease, after the endpoint is InService, re-deciding on fresh state), then audit every
+plan, notify, and report. Deferred or failed actions raise :class:`RemediationIncompleteError` after
+auditing and notifying, so Lambda retries the event and finally sends it to the DLQ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from aws_lambda_powertools import Logger
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import BaseModel, ConfigDict
+
+from fleetops.audit import AuditRecord, Outcome
+from fleetops.aws.endpoint_status import EndpointNotReadyError
+from fleetops.aws.lease import LeaseHeldError
+from fleetops.aws.rollback_workflow import execution_name
+from fleetops.remediation.alarm import IgnoredAlarmError, ParsedAlarm, parse_alarm
+from fleetops.remediation.decide import ActionPlan, Decision, Gate, RailState, decide, plan_scale_out
+from fleetops.remediation.models import FLEET_CHANGING, ActionType
+
+if TYPE_CHECKING:
+    from fleetops.aws.audit_table import AuditTable
+    from fleetops.aws.autoscaling import AutoScaling, ScalableTarget
+    from fleetops.aws.lease import EndpointLease
+    from fleetops.aws.notifier import Notifier
+    from fleetops.aws.remediation_state import RemediationStateStore
+    from fleetops.aws.rollback_workflow import RollbackWorkflow
+    from fleetops.aws.switches import KillSwitch
+    from fleetops.aws.variant_weights import VariantWeights
+    from fleetops.config import FleetConfig, VariantConfig
+    from fleetops.remediation.alarm import AlarmStateChangeEvent
+    from fleetops.remediation.models import Playbook
+
+logger = Logger(child=True)
+
+ACTOR = "alarm_responder"
+
+
+class ActionOutcome(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    action: ActionType
+    outcome: Outcome
+    reason: str
+    before: dict[str, Any] | None = None
+    after: dict[str, Any] | None = None
+    deferred: bool = False
+
+
+class Response(BaseModel):
+    """What the responder did with one event (the handler returns its JSON dump)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: Literal["handled", "ignored"]
+    reason: str = ""
+    alarm_name: str | None = None
+    kind: str | None = None
+    endpoint_name: str | None = None
+    variant_name: str | None = None
+    role: str | None = None
+    state: str | None = None
+    dry_run: bool = False
+    outcomes: tuple[ActionOutcome, ...] = ()
+    notification_id: str | None = None
+
+
+class RemediationIncompleteError(RuntimeError):
+    """An action was deferred (lease held, endpoint updating) or failed; raised after audit and notify."""
+
+    def __init__(self, response: Response) -> None:
+        self.response = response
+        bad = [f"{o.action}: {o.reason}" for o in response.outcomes if o.deferred or o.outcome == "failed"]
+        super().__init__(f"{response.alarm_name}: {'; '.join(bad)}")
+
+
+@dataclass(frozen=True)
+class Ports:
+    """The AWS adapters the responder uses, built once per cold start (or by a test)."""
+
+    autoscaling: AutoScaling
+    lease: EndpointLease
+    rails: RemediationStateStore
+    audit: AuditTable
+    notifier: Notifier
+    kill_switch: KillSwitch
+    weights: VariantWeights
+    wait_ready: Callable[[str], object]
+    rollback: RollbackWorkflow | None = None
+    #: Wall clock for the lease only (leases coordinate live writers); decisions use the event's time.
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+
+
+@dataclass(frozen=True)
+class ResponderConfig:
+    playbook: Playbook
+    fleet: FleetConfig
+    alarm_prefix: str
+    dry_run: bool = False
+
+
+def _resolve(alarm: ParsedAlarm, fleet: FleetConfig) -> VariantConfig:
+    endpoint = fleet.endpoint(alarm.endpoint_name)
+    if endpoint is None:
+        raise IgnoredAlarmError(
+            f"endpoint {alarm.endpoint_name!r} is not managed (fleet.yaml: {sorted(fleet.endpoint_names())})"
+        )
+    variant = next((v for v in endpoint.variants if v.name == alarm.variant_name), None)
+    if variant is None:
+        known = sorted(v.name for v in endpoint.variants)
+        raise IgnoredAlarmError(
+            f"endpoint {alarm.endpoint_name!r} has no managed variant {alarm.variant_name!r} ({known})"
+        )
+    return variant
+
+
+class Responder:
+    """Runs the playbook for one event at a time.
+
+    Examples
+    --------
+    >>> responder = Responder(ResponderConfig(playbook, fleet, "fleet-remediation-"), ports)  # doctest: +SKIP
+    >>> responder.respond(AlarmStateChangeEvent.model_validate(event)).outcomes[0].outcome  # doctest: +SKIP
+    'applied'
+    """
+
+    def __init__(self, config: ResponderConfig, ports: Ports) -> None:
+        self.config = config
+        self.ports = ports
+
+    def respond(self, event: AlarmStateChangeEvent) -> Response:
+        """Handle one alarm transition; see the module docstring for the order of work.
+
+        Raises
+        ------
+        RemediationIncompleteError
+            When an action was deferred or failed (after the audit records and the notification).
+        """
+        try:
+            alarm = parse_alarm(event, self.config.alarm_prefix, self.config.playbook)
+            variant = _resolve(alarm, self.config.fleet)
+        except IgnoredAlarmError as exc:
+            logger.warning("alarm ignored", extra={"alarm_name": event.detail.alarm_name, "why": str(exc)})
+            return Response(status="ignored", reason=str(exc), alarm_name=event.detail.alarm_name)
+        decision = self._decide(alarm, variant)
+        outcomes = [self._apply(plan, decision, variant) for plan in decision.plans if plan.action != ActionType.NOTIFY]
+        for outcome in outcomes:
+            self._audit(alarm, outcome)
+        trouble = any(o.deferred or o.outcome == "failed" for o in outcomes)
+        notification_id = None
+        if decision.plan(ActionType.NOTIFY) or trouble:
+            notification_id = self.ports.notifier.publish(*self._summary(decision, outcomes))
+        response = Response(
+            status="handled",
+            alarm_name=alarm.alarm_name,
+            kind=alarm.kind,
+            endpoint_name=alarm.endpoint_name,
+            variant_name=alarm.variant_name,
+            role=variant.role,
+            state=alarm.state,
+            dry_run=self.config.dry_run,
+            outcomes=tuple(outcomes),
+            notification_id=notification_id,
+        )
+        logger.info("alarm handled", extra={"response": response.model_dump(mode="json")})
+        if trouble:
+            raise RemediationIncompleteError(response)
+        return response
+
+    # --- deciding ---
+
+    def _decide(self, alarm: ParsedAlarm, variant: VariantConfig) -> Decision:
+        actions = set(getattr(self.config.playbook.alarms[alarm.kind].on_alarm, variant.role))
+        acting = alarm.state == "ALARM"
+        target = self._target(alarm) if acting and ActionType.SCALE_OUT in actions else None
+        rails = self.ports.rails.get(alarm.endpoint_name) if acting and actions & FLEET_CHANGING else RailState()
+        engaged = bool(acting and actions & FLEET_CHANGING and self.ports.kill_switch.engaged())
+        gate = Gate(dry_run=self.config.dry_run, kill_switch=engaged)
+        return decide(alarm, variant, playbook=self.config.playbook, target=target, rails=rails, gate=gate)
+
+    def _target(self, alarm: ParsedAlarm) -> ScalableTarget | None:
+        return self.ports.autoscaling.get_target(alarm.endpoint_name, alarm.variant_name)
+
+    # --- applying ---
+
+    def _apply(self, plan: ActionPlan, decision: Decision, variant: VariantConfig) -> ActionOutcome:
+        if plan.status != "go":
+            outcome: Outcome = "planned" if plan.status == "planned" else "skipped"
+            return ActionOutcome(
+                action=plan.action, outcome=outcome, reason=plan.reason, before=plan.before, after=plan.after
+            )
+        alarm = decision.alarm
+        try:
+            if plan.action == ActionType.SCALE_OUT:
+                return self._under_lease(alarm, plan, lambda: self._scale_out(alarm, variant))
+            if plan.action == ActionType.ROLLBACK:
+                return self._rollback(alarm, plan)
+        except (ClientError, BotoCoreError) as exc:
+            logger.exception("remediation action failed", extra={"action": plan.action})
+            return ActionOutcome(action=plan.action, outcome="failed", reason=f"{plan.reason}; AWS refused: {exc}")
+        return ActionOutcome(action=plan.action, outcome="applied", reason=plan.reason)
+
+    def _under_lease(self, alarm: ParsedAlarm, plan: ActionPlan, change: Callable[[], ActionOutcome]) -> ActionOutcome:
+        holder = f"{ACTOR}/{alarm.alarm_name}@{alarm.state_timestamp}"
+        ttl = self.config.playbook.rails.lease_ttl_seconds
+        try:
+            with self.ports.lease.hold(alarm.endpoint_name, holder, ttl_s=ttl, now=self.ports.clock()):
+                self.ports.wait_ready(alarm.endpoint_name)
+                return change()
+        except (LeaseHeldError, EndpointNotReadyError) as exc:
+            reason = f"deferred: {exc}; Lambda retries this event"
+            return ActionOutcome(
+                action=plan.action, outcome="skipped", reason=reason, before=plan.before, deferred=True
+            )
+
+    def _scale_out(self, alarm: ParsedAlarm, variant: VariantConfig) -> ActionOutcome:
+        # Decide again on fresh state: another writer may have changed capacity before we got the lease.
+        rails = self.ports.rails.get(alarm.endpoint_name)
+        plan = plan_scale_out(
+            alarm, variant, playbook=self.config.playbook, target=self._target(alarm), rails=rails, gate=Gate()
+        )
+        if plan.status != "go" or plan.after is None:
+            return ActionOutcome(action=plan.action, outcome="skipped", reason=plan.reason, before=plan.before)
+        self.ports.autoscaling.set_capacity(
+            alarm.endpoint_name, alarm.variant_name, plan.after["min_capacity"], plan.after["max_capacity"]
+        )
+        self.ports.rails.record(alarm.endpoint_name, ActionType.SCALE_OUT, alarm.at)
+        return ActionOutcome(
+            action=plan.action, outcome="applied", reason=plan.reason, before=plan.before, after=plan.after
+        )
+
+    def _rollback(self, alarm: ParsedAlarm, plan: ActionPlan) -> ActionOutcome:
+        reason = f"{alarm.kind} alarm {alarm.alarm_name} on canary {alarm.variant_name!r}: {alarm.reason}"
+        if self.ports.rollback is not None:
+            name = execution_name(f"{alarm.alarm_name}|{alarm.state_timestamp}", f"{alarm.kind}-{alarm.endpoint_name}")
+            arn, started = self.ports.rollback.start(alarm.endpoint_name, reason, ACTOR, name, alarm.variant_name)
+            if started:
+                self.ports.rails.record(alarm.endpoint_name, ActionType.ROLLBACK, alarm.at)
+            what = "rollback workflow started" if started else "rollback workflow already started for this alarm"
+            return ActionOutcome(
+                action=plan.action, outcome="applied", reason=f"{plan.reason}: {what}", after={"execution_arn": arn}
+            )
+
+        def zero_weight() -> ActionOutcome:
+            before = self.ports.weights.set_weight(alarm.endpoint_name, alarm.variant_name, 0.0)
+            self.ports.rails.record(alarm.endpoint_name, ActionType.ROLLBACK, alarm.at)
+            after = {**before, alarm.variant_name: 0.0}
+            why = f"{plan.reason}: no rollback workflow configured, canary weight set to 0"
+            return ActionOutcome(action=plan.action, outcome="applied", reason=why, before=before, after=after)
+
+        return self._under_lease(alarm, plan, zero_weight)
+
+    # --- reporting ---
+
+    def _audit(self, alarm: ParsedAlarm, outcome: ActionOutcome) -> None:
+        record = AuditRecord(
+            endpoint_name=alarm.endpoint_name,
+            actor=ACTOR,
+            trigger=alarm.alarm_name,
+            action=f"{outcome.action}:{alarm.variant_name}",
+            reason=outcome.reason,
+            outcome=outcome.outcome,
+            before=outcome.before,
+            after=outcome.after,
+            dry_run=self.config.dry_run,
+            at=alarm.at,
+        )
+        self.ports.audit.write(record)
+
+    def _summary(self, decision: Decision, outcomes: list[ActionOutcome]) -> tuple[str, str]:
+        alarm = decision.alarm
+        spec = self.config.playbook.alarms[alarm.kind]
+        done = outcomes[0].outcome if outcomes else "notified"
+        subject = (
+            f"[{alarm.state}] {alarm.kind} on {alarm.endpoint_name}/{alarm.variant_name} ({decision.role}): {done}"
+        )
+        observed = f"{alarm.observed:g}" if alarm.observed is not None else "n/a"
+        lines = [
+            f"What fired: {alarm.alarm_name} went {alarm.previous_state or '?'} -> {alarm.state}"
+            f" at {alarm.at.isoformat()}.",
+            f"  {spec.summary}",
+            f"  Observed {observed}, threshold {alarm.threshold:g} ({spec.metric}, {spec.statistic}).",
+            "What was done:",
+            *([f"  - {o.action}: {o.outcome} - {o.reason}" for o in outcomes] or ["  - nothing but this notification"]),
+            f"What to look at: {spec.look_at}",
+        ]
+        if self.config.dry_run:
+            lines.append("Mode: DRY RUN - nothing was changed.")
+        return subject, "\n".join(lines)

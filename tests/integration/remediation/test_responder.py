@@ -1,0 +1,291 @@
+"""The alarm responder on the moto server: sample events in, real capacity, weights, audit and SNS out."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+
+import boto3
+import pytest
+from botocore.awsrequest import AWSResponse
+
+from fleetops.aws.autoscaling import AutoScaling
+from fleetops.aws.lease import EndpointLease
+from fleetops.aws.retry import FAST_RETRY
+from fleetops.aws.switches import ENGAGED
+from fleetops.aws.variant_weights import VariantWeights
+from fleetops.remediation.alarm import AlarmStateChangeEvent
+from fleetops.remediation.responder import RemediationIncompleteError
+from tests.integration.remediation.conftest import ENDPOINT, Stack, alarm_event, build_responder
+
+
+def _answer(status: int) -> AWSResponse:
+    return AWSResponse(
+        url="https://application-autoscaling.us-east-1.amazonaws.com/", status_code=status, headers={}, raw=None
+    )
+
+
+def test_queue_alarm_raises_min_capacity_by_the_step_for_the_breach(stack: Stack) -> None:
+    # events/alarm_queue_depth_alarm.json: queue depth 180 over a threshold of 50 = x3.6 -> step +4.
+    response = build_responder(stack).respond(alarm_event("alarm_queue_depth_alarm"))
+
+    assert stack.min_capacity("primary") == 6
+    (outcome,) = response.outcomes
+    assert (outcome.action, outcome.outcome) == ("scale_out", "applied")
+    assert outcome.before == {"min_capacity": 2, "max_capacity": 12}
+    assert outcome.after == {"min_capacity": 6, "max_capacity": 12}
+    (record,) = stack.audit()
+    assert (record.actor, record.outcome, record.action) == ("alarm_responder", "applied", "scale_out:primary")
+    assert record.trigger == "manga-llm-fleet-prod-remediation-queue-depth-manga-chat-prod-primary"
+    (note,) = stack.notifications()
+    assert note["Subject"] == "[ALARM] queue-depth on manga-chat-prod/primary (primary): applied"
+    assert "MinCapacity 2 -> 6" in note["Message"] and "What to look at:" in note["Message"]
+
+
+@pytest.mark.parametrize(("observed", "expected"), [(60.0, 4), (150.0, 6), (400.0, 10)])
+def test_step_grows_with_the_breach(stack: Stack, observed: float, expected: int) -> None:
+    build_responder(stack).respond(alarm_event("alarm_queue_depth_alarm", observed=observed))
+    assert stack.min_capacity("primary") == expected
+
+
+def test_step_is_clamped_at_the_cap_and_never_goes_above_it(stack: Stack) -> None:
+    AutoScaling().set_capacity(ENDPOINT, "primary", 10, 12)
+    responder = build_responder(stack)
+
+    first = responder.respond(alarm_event("alarm_queue_depth_alarm", observed=400.0))  # +8 from 10 -> 12 (cap)
+    assert stack.min_capacity("primary") == 12
+    assert "clamped to cap 12" in first.outcomes[0].reason
+
+    later = responder.respond(alarm_event("alarm_queue_depth_alarm", at="2026-11-21T19:30:00Z", observed=400.0))
+    assert stack.min_capacity("primary") == 12
+    assert later.outcomes[0].outcome == "skipped"
+    assert "already at or above the cap 12" in later.outcomes[0].reason
+
+
+def test_cooldown_stops_a_second_step_for_the_same_spike(stack: Stack) -> None:
+    responder = build_responder(stack)
+    responder.respond(alarm_event("alarm_queue_depth_alarm"))  # 19:02, 2 -> 6
+    # The alarm flapped OK -> ALARM again two minutes later: a new transition, inside the 300 s cooldown.
+    again = responder.respond(alarm_event("alarm_queue_depth_alarm", at="2026-11-21T19:04:00Z"))
+    assert stack.min_capacity("primary") == 6
+    assert again.outcomes[0].outcome == "skipped"
+    assert again.outcomes[0].reason == "cooldown: last scale-out 120s ago, cooldown is 300s"
+    # After the cooldown the next breach steps again.
+    responder.respond(alarm_event("alarm_queue_depth_alarm", at="2026-11-21T19:08:00Z"))
+    assert stack.min_capacity("primary") == 10
+    assert [r.outcome for r in stack.audit()] == ["applied", "skipped", "applied"]
+
+
+def test_ok_records_the_recovery_and_never_scales_in(stack: Stack) -> None:
+    responder = build_responder(stack)
+    responder.respond(alarm_event("alarm_queue_depth_alarm"))
+    response = responder.respond(alarm_event("alarm_queue_depth_ok"))
+
+    assert stack.min_capacity("primary") == 6  # unchanged: scale-in stays with the target-tracking policy
+    assert [(o.action, o.outcome) for o in response.outcomes] == [("record_recovery", "applied")]
+    assert stack.audit()[-1].action == "record_recovery:primary"
+
+
+@pytest.mark.parametrize(
+    ("switch", "dry_run", "why"), [(ENGAGED, False, "kill switch engaged"), ("released", True, "dry run")]
+)
+def test_kill_switch_and_dry_run_change_nothing_but_leave_an_audit_record(
+    stack: Stack, switch: str, dry_run: bool, why: str
+) -> None:
+    boto3.client("ssm").put_parameter(
+        Name=stack.core.kill_switch_parameter, Value=switch, Overwrite=True, Type="String"
+    )
+    response = build_responder(stack, dry_run=dry_run).respond(alarm_event("alarm_queue_depth_alarm"))
+
+    assert stack.min_capacity("primary") == 2
+    (record,) = stack.audit()
+    assert record.outcome == "planned" and record.dry_run is dry_run
+    assert record.reason.startswith(f"{why}: would breach x3.60")
+    assert record.after == {"min_capacity": 6, "max_capacity": 12}
+    assert response.outcomes[0].outcome == "planned"
+    assert len(stack.notifications()) == 1
+
+
+def test_canary_oom_starts_the_rollback_workflow_once_per_transition(stack: Stack) -> None:
+    # A stand-in state machine with the rollback workflow's input contract (the real one is issue 5's).
+    sfn = boto3.client("stepfunctions")
+    stack.rollback_arn = sfn.create_state_machine(
+        name="rollback",
+        definition='{"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}',
+        roleArn="arn:aws:iam::123456789012:role/sfn",
+    )["stateMachineArn"]
+    responder = build_responder(stack)
+
+    first = responder.respond(alarm_event("alarm_oom_canary_alarm"))
+    second = responder.respond(alarm_event("alarm_oom_canary_alarm"))  # redelivered past the idempotency layer
+
+    executions = sfn.list_executions(stateMachineArn=stack.rollback_arn)["executions"]
+    assert len(executions) == 1
+    described = sfn.describe_execution(executionArn=executions[0]["executionArn"])
+    payload = json.loads(described["input"])
+    assert payload["endpoint_name"] == ENDPOINT and payload["requested_by"] == "alarm_responder"
+    assert payload["canary_variant_name"] == "canary" and payload["rollback_id"] == executions[0]["name"]
+    assert "oom alarm" in payload["reason"] and "canary" in payload["reason"]
+    assert first.outcomes[0].after == {"execution_arn": executions[0]["executionArn"]}
+    assert "already started" in second.outcomes[0].reason
+    assert [o.action for o in first.outcomes] == ["rollback"]
+    assert stack.min_capacity("canary") == 1  # containment never adds canary capacity
+
+
+def test_canary_oom_without_a_workflow_sets_the_canary_weight_to_zero(
+    stack: Stack, fast_endpoint_updates: None
+) -> None:
+    # Relies on the project's SageMaker emulator extension: plain moto 5.2.5 drops a weight of 0.
+    response = build_responder(stack).respond(alarm_event("alarm_oom_canary_alarm"))
+
+    assert VariantWeights().weights(ENDPOINT) == {"primary": 1.0, "canary": 0.0}
+    (outcome,) = response.outcomes
+    assert outcome.outcome == "applied" and "canary weight set to 0" in outcome.reason
+    assert outcome.before == {"primary": 1.0, "canary": 1.0}
+    assert outcome.after == {"primary": 1.0, "canary": 0.0}
+
+
+def test_oom_on_the_primary_only_notifies(stack: Stack) -> None:
+    response = build_responder(stack).respond(alarm_event("alarm_oom_primary_alarm"))
+    assert response.outcomes == ()
+    assert stack.min_capacity("primary") == 2 and stack.audit() == []
+    (note,) = stack.notifications()
+    assert note["Subject"].startswith("[ALARM] oom on manga-chat-prod/primary (primary)")
+    assert "Context-budget trims" in note["Message"]
+
+
+def test_lease_held_by_another_writer_defers_the_change_and_says_who(stack: Stack) -> None:
+    lease = EndpointLease(stack.core.lease_table)
+    assert lease.acquire(ENDPOINT, "prescale/2026-11-21T19:00Z", ttl_s=300, now=datetime.now(UTC))
+
+    with pytest.raises(RemediationIncompleteError, match="leased by prescale/2026-11-21T19:00Z"):
+        build_responder(stack).respond(alarm_event("alarm_queue_depth_alarm"))
+
+    assert stack.min_capacity("primary") == 2
+    (record,) = stack.audit()
+    assert record.outcome == "skipped" and record.reason.startswith("deferred: endpoint 'manga-chat-prod' is leased by")
+    assert "deferred" in stack.notifications()[0]["Message"]
+    current = lease.current(ENDPOINT)
+    assert current is not None and current.holder == "prescale/2026-11-21T19:00Z"  # the other writer keeps it
+
+
+def test_throttling_is_retried_until_the_change_lands(stack: Stack) -> None:
+    # Test double, named: moto cannot throttle, so a botocore before-call hook on a real client answers the
+    # first two RegisterScalableTarget calls with ThrottlingException (botocore's own retries do not run for a
+    # short-circuited call, so only the project's tenacity policy can get past it). The third reaches moto.
+    # tests/unit/remediation/test_adapters_stubbed.py checks the same with botocore's Stubber (API model).
+    client = boto3.client("application-autoscaling")
+    calls = {"n": 0}
+
+    def throttle(**_: object) -> tuple[object, dict[str, object]] | None:
+        calls["n"] += 1
+        if calls["n"] <= 2:
+            error = {"Code": "ThrottlingException", "Message": "Rate exceeded"}
+            return _answer(400), {"Error": error, "ResponseMetadata": {"HTTPStatusCode": 400}}
+        return None
+
+    client.meta.events.register("before-call.application-autoscaling.RegisterScalableTarget", throttle)
+    responder = build_responder(stack, autoscaling=AutoScaling(client=client, retry=FAST_RETRY))
+
+    response = responder.respond(alarm_event("alarm_queue_depth_alarm"))
+
+    assert calls["n"] == 3
+    assert response.outcomes[0].outcome == "applied"
+    assert stack.min_capacity("primary") == 6
+
+
+def test_a_refused_change_is_audited_notified_and_raised_for_the_dlq(stack: Stack) -> None:
+    # Test double, named: AWS answers a non-retryable ValidationException (e.g. a target deregistered meanwhile).
+    client = boto3.client("application-autoscaling")
+
+    def refuse(**_: object) -> tuple[object, dict[str, object]]:
+        error = {"Code": "ValidationException", "Message": "Unable to find scalable target"}
+        return _answer(400), {"Error": error, "ResponseMetadata": {"HTTPStatusCode": 400}}
+
+    client.meta.events.register("before-call.application-autoscaling.RegisterScalableTarget", refuse)
+    responder = build_responder(stack, autoscaling=AutoScaling(client=client, retry=FAST_RETRY))
+
+    with pytest.raises(RemediationIncompleteError, match="Unable to find scalable target"):
+        responder.respond(alarm_event("alarm_queue_depth_alarm"))
+
+    (record,) = stack.audit()
+    assert record.outcome == "failed" and "AWS refused" in record.reason
+    assert stack.notifications()[0]["Subject"].endswith(": failed")
+
+
+@pytest.mark.parametrize(
+    ("event", "why"),
+    [
+        ("alarm_foreign", "is not one of ours"),
+    ],
+)
+def test_alarms_we_do_not_own_are_ignored(stack: Stack, event: str, why: str) -> None:
+    response = build_responder(stack).respond(alarm_event(event))
+    assert response.status == "ignored" and why in response.reason
+    assert stack.audit() == [] and stack.notifications() == []
+
+
+def test_unknown_variant_is_ignored_without_touching_anything(stack: Stack) -> None:
+    raw = alarm_event("alarm_queue_depth_alarm").model_dump(by_alias=True, mode="json")
+    raw["detail"]["alarmName"] = raw["detail"]["alarmName"].replace("-primary", "-shadow")
+    raw["detail"]["configuration"]["metrics"][0]["metricStat"]["metric"]["dimensions"]["VariantName"] = "shadow"
+    response = build_responder(stack).respond(AlarmStateChangeEvent.model_validate(raw))
+    assert response.status == "ignored"
+    assert "has no managed variant 'shadow'" in response.reason
+    assert stack.min_capacity("primary") == 2 and stack.audit() == []
+
+
+def test_rate_limit_state_survives_between_invocations(stack: Stack) -> None:
+    # A playbook tightened to 2 fleet changes per hour and no cooldown: the third breach in the hour is held.
+    shipped = build_responder(stack).config.playbook
+    tight = shipped.model_copy(
+        update={"rails": shipped.rails.model_copy(update={"cooldown_seconds": 0, "max_actions_per_hour": 2})}
+    )
+    for minute in ("19:02", "19:10", "19:20"):
+        # A fresh responder each time: the memory is the DynamoDB state table, not the process.
+        build_responder(stack, playbook=tight).respond(
+            alarm_event("alarm_queue_depth_alarm", at=f"2026-11-21T{minute}:00Z", observed=60.0)
+        )
+    assert stack.min_capacity("primary") == 6  # 2 -> 4 -> 6, then held
+    assert [r.outcome for r in stack.audit()] == ["applied", "applied", "skipped"]
+    assert stack.audit()[-1].reason == "rate limit: 2 fleet changes in the last hour, at most 2"
+
+
+def test_a_change_waits_until_the_endpoint_is_in_service(stack: Stack) -> None:
+    # Relies on the project's SageMaker emulator extension: real Updating -> InService transitions.
+    from devtools.emulator_extensions import sagemaker as extension
+
+    extension.install()
+    saved = extension.behaviour.update_seconds
+    extension.behaviour.update_seconds = 1.0
+    try:
+        VariantWeights().set_weight(ENDPOINT, "canary", 0.5)  # endpoint Updating for 1 s
+        assert boto3.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)["EndpointStatus"] == "Updating"
+        began = time.monotonic()
+        response = build_responder(stack).respond(alarm_event("alarm_queue_depth_alarm"))
+        waited = time.monotonic() - began
+    finally:
+        extension.behaviour.update_seconds = saved
+    assert response.outcomes[0].outcome == "applied" and stack.min_capacity("primary") == 6
+    assert waited >= 0.5  # it really waited for the update to finish
+
+
+def test_an_endpoint_that_stays_updating_defers_the_change(stack: Stack) -> None:
+    from devtools.emulator_extensions import sagemaker as extension
+    from fleetops.aws.endpoint_status import wait_in_service
+
+    extension.install()
+    saved = extension.behaviour.update_seconds
+    extension.behaviour.update_seconds = 30.0
+    try:
+        VariantWeights().set_weight(ENDPOINT, "canary", 0.5)
+        responder = build_responder(stack, wait_ready=lambda name: wait_in_service(name, timeout_s=0.5, max_wait_s=0.1))
+        with pytest.raises(RemediationIncompleteError, match="is Updating, not InService"):
+            responder.respond(alarm_event("alarm_queue_depth_alarm"))
+    finally:
+        extension.behaviour.update_seconds = saved
+    assert stack.min_capacity("primary") == 2
+    assert stack.audit()[0].outcome == "skipped"
+    lease = EndpointLease(stack.core.lease_table).current(ENDPOINT)
+    assert lease is None  # released even though the change was deferred
