@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
+from tests.unit.cfn_yaml import CfnLoader, load
 
 STATEMACHINES = sorted((REPO / "statemachines").glob("*.asl.json"))
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
@@ -25,32 +26,8 @@ SUB_VARIABLE = re.compile(r"\$\{([A-Za-z0-9_:.]+)\}")  # !Sub also knows ${AWS::
 STATE_MACHINE_TYPES = {"AWS::Serverless::StateMachine", "AWS::StepFunctions::StateMachine"}
 
 
-class CfnLoader(yaml.SafeLoader):
-    """SafeLoader plus CloudFormation short tags, turned into their long form (``!Ref X`` -> ``{"Ref": "X"}``)."""
-
-
-def _cfn_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
-    value: Any
-    if isinstance(node, yaml.ScalarNode):
-        value = loader.construct_scalar(node)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    else:
-        assert isinstance(node, yaml.MappingNode)
-        value = loader.construct_mapping(node, deep=True)
-    if suffix == "Ref":
-        return {"Ref": value}
-    if suffix == "GetAtt" and isinstance(value, str):
-        value = value.split(".", 1)
-    return {f"Fn::{suffix}": value}
-
-
-CfnLoader.add_multi_constructor("!", _cfn_tag)
-
-
 def load_template() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.load((REPO / "template.yaml").read_text(), Loader=CfnLoader)
-    return data
+    return load(REPO / "template.yaml")
 
 
 def machine_for(asl: Path) -> dict[str, Any]:
