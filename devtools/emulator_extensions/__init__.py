@@ -6,6 +6,8 @@ botocore's real service model. Tests that rely on one of them say so.
 
 - ``sagemaker``: UpdateEndpoint with real status transitions, variant weight 0.
 - ``bedrock``: Custom Model Import (CreateModelImportJob, GetModelImportJob, ...) and Converse.
+- ``cloudwatch``: percentile statistics (p95) in GetMetricData, which moto leaves empty.
+- ``stepfunctions``: the ``states:startExecution`` integration's parameter names, as AWS maps them.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 def install() -> None:
     """Install every extension (idempotent)."""
-    from devtools.emulator_extensions import bedrock, sagemaker
+    from devtools.emulator_extensions import bedrock, cloudwatch, sagemaker, stepfunctions
 
-    sagemaker.install()
-    bedrock.install()
+    for extension in (sagemaker, bedrock, cloudwatch, stepfunctions):
+        extension.install()

@@ -30,7 +30,7 @@ def execution_name(key: str, label: str) -> str:
 class RollbackWorkflow:
     """Starts ``RollbackStateMachine`` (``statemachines/rollback.asl.json``) for one endpoint.
 
-    Its input is ``{"endpoint_name", "rollback_id", "reason", "requested_by", "canary_variant_name"}``;
+    Its input is ``{"endpoint_name", "rollback_id", "reason", "requested_by", "abort_only", "canary_variant_name"}``;
     ``rollback_id`` is the execution name, so the workflow's own records name the alarm transition.
 
     Examples
@@ -56,7 +56,14 @@ class RollbackWorkflow:
         A second start with the same name (a redelivered event) does not start a second rollback:
         Step Functions either returns the running execution or answers ``ExecutionAlreadyExists``.
         """
-        request = {"endpoint_name": endpoint_name, "rollback_id": name, "reason": reason, "requested_by": requested_by}
+        # abort_only: a canary alarm aborts the rollout in flight; it never undoes an earlier promotion.
+        request = {
+            "endpoint_name": endpoint_name,
+            "rollback_id": name,
+            "reason": reason,
+            "requested_by": requested_by,
+            "abort_only": True,
+        }
         if canary_variant_name:
             request["canary_variant_name"] = canary_variant_name
         payload = json.dumps(request)

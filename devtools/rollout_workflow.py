@@ -1,0 +1,360 @@
+"""Deploy and drive the canary rollout and rollback workflows on the emulator (integration tests and demo).
+
+What ``template.yaml`` creates on AWS is created here on the moto server with the same substitution
+names: the approval and registry tables (plus the core tables, topic and kill switch), the Lambda
+functions (their invocations run the project's real handlers through :mod:`devtools.lambda_dispatch`)
+and both state machines, created from their ASL files. A SageMaker endpoint with one primary
+variant stands in for production. The approval endpoint's function URL is driven by calling its
+real handler with the event Lambda gives an IAM-signed request (moto does not serve function URLs).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import time
+import zipfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import parse_qs, urlencode, urlparse
+
+import boto3
+
+from devtools import emulator_extensions
+from devtools.aws_resources import create_core_resources
+from devtools.emulator import ACCOUNT_ID, REGION
+from devtools.lambda_dispatch import FakeLambdaContext, dispatch_lambdas, load_handler_module
+from fleetops.aws.approval_table import APPROVAL_PK
+from fleetops.metrics import NAMESPACE, Dimension, MetricName
+from fleetops.tables import REGISTRY_PK, REGISTRY_SK
+
+REPO = Path(__file__).resolve().parents[1]
+ROLLOUT_ASL = REPO / "statemachines" / "canary_rollout.asl.json"
+ROLLBACK_ASL = REPO / "statemachines" / "rollback.asl.json"
+FUNCTIONS = {
+    "rollout-validate": "rollout_validate",
+    "canary-analysis": "canary_analysis",
+    "approval-notify": "approval_notify",
+    "rollback-plan": "rollback_plan",
+}
+ENDPOINT = "manga-chat"
+PRIMARY = "primary"
+#: moto's own list lacks ml.g5/ml.g6; the SageMaker extension checks botocore's real enum instead.
+INSTANCE_TYPE = "ml.g5.2xlarge"
+ROLE = f"arn:aws:iam::{ACCOUNT_ID}:role/manga-llm-sagemaker-execution"
+APPROVAL_URL = "https://approve.example.lambda-url.us-east-1.on.aws/"
+POINTER_PREFIX = "/manga-llm-fleet/models"
+_PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
+
+
+@dataclass(frozen=True)
+class RolloutWorkflow:
+    rollout_arn: str
+    rollback_arn: str
+    approval_table: str
+    registry_table: str
+    audit_table: str
+    lease_table: str
+    topic_arn: str
+    inbox_url: str
+    environment: dict[str, str]
+
+
+def render(asl_text: str, substitutions: dict[str, str]) -> str:
+    """Replace every ``${X}``; a placeholder without a value is an error, as in CloudFormation."""
+    missing = sorted(set(_PLACEHOLDER.findall(asl_text)) - substitutions.keys())
+    if missing:
+        raise KeyError(f"no substitution for {missing}")
+    return _PLACEHOLDER.sub(lambda m: substitutions[m.group(1)], asl_text)
+
+
+def _table(name: str, keys: list[tuple[str, Literal["HASH", "RANGE"]]]) -> str:
+    boto3.client("dynamodb").create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": k, "KeyType": t} for k, t in keys],
+        AttributeDefinitions=[{"AttributeName": k, "AttributeType": "S"} for k, _ in keys],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return name
+
+
+def _zip() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("app.py", "# the emulator dispatches to functions/<folder>/app.py\n")
+    return buffer.getvalue()
+
+
+def create_endpoint(name: str = ENDPOINT, instance_count: int = 2) -> str:
+    """An InService endpoint with one primary variant serving the current model; returns its config name."""
+    sagemaker = boto3.client("sagemaker")
+    sagemaker.create_model(
+        ModelName=f"{name}-v6-model",
+        ExecutionRoleArn=ROLE,
+        PrimaryContainer={"Image": f"{ACCOUNT_ID}.dkr.ecr.{REGION}.amazonaws.com/manga-llm:v6"},
+    )
+    config = f"{name}-v6-config"
+    variants: Any = [
+        {
+            "VariantName": PRIMARY,
+            "ModelName": f"{name}-v6-model",
+            "InstanceType": INSTANCE_TYPE,
+            "InitialInstanceCount": instance_count,
+            "InitialVariantWeight": 1.0,
+        }
+    ]
+    sagemaker.create_endpoint_config(EndpointConfigName=config, ProductionVariants=variants)
+    sagemaker.create_endpoint(EndpointName=name, EndpointConfigName=config)
+    return config
+
+
+def deploy() -> RolloutWorkflow:
+    """Create both workflows and what they use on the (freshly reset) emulator."""
+    emulator_extensions.install()
+    core = create_core_resources()
+    approvals = _table("manga-llm-fleet-approvals", [(APPROVAL_PK, "HASH")])
+    registry = _table("manga-llm-fleet-model-registry", [(REGISTRY_PK, "HASH"), (REGISTRY_SK, "RANGE")])
+    iam = boto3.client("iam")
+    trust = json.dumps({"Version": "2012-10-17", "Statement": []})
+    lambda_role = iam.create_role(RoleName="rollout-functions", AssumeRolePolicyDocument=trust)["Role"]["Arn"]
+    sfn_role = iam.create_role(RoleName="rollout-states", AssumeRolePolicyDocument=trust)["Role"]["Arn"]
+    awslambda = boto3.client("lambda")
+    arns = {
+        name: awslambda.create_function(
+            FunctionName=name,
+            Runtime="python3.13",
+            Role=lambda_role,
+            Handler="app.lambda_handler",
+            Code={"ZipFile": _zip()},
+        )["FunctionArn"]
+        for name in FUNCTIONS
+    }
+    common = {
+        "LeaseTableName": core.lease_table,
+        "AuditTableName": core.audit_table,
+        "OperationsTopicArn": core.topic_arn,
+    }
+    sfn = boto3.client("stepfunctions")
+    rollback = sfn.create_state_machine(
+        name="rollback",
+        definition=render(ROLLBACK_ASL.read_text(), common | {"RollbackPlanFunctionArn": arns["rollback-plan"]}),
+        roleArn=sfn_role,
+    )["stateMachineArn"]
+    rollout = sfn.create_state_machine(
+        name="canary-rollout",
+        definition=render(
+            ROLLOUT_ASL.read_text(),
+            common
+            | {
+                "RolloutValidateFunctionArn": arns["rollout-validate"],
+                "CanaryAnalysisFunctionArn": arns["canary-analysis"],
+                "ApprovalNotifyFunctionArn": arns["approval-notify"],
+                "RollbackStateMachineArn": rollback,
+                "ModelRegistryTableName": registry,
+            },
+        ),
+        roleArn=sfn_role,
+    )["stateMachineArn"]
+    # Notifications are read back through an SQS subscription, as an operator's mail would arrive.
+    sqs = boto3.client("sqs")
+    inbox = sqs.create_queue(QueueName="rollout-inbox")["QueueUrl"]
+    boto3.client("sns").subscribe(
+        TopicArn=core.topic_arn, Protocol="sqs", Endpoint=f"arn:aws:sqs:{REGION}:{ACCOUNT_ID}:rollout-inbox"
+    )
+    env = core.environment() | {
+        "APPROVAL_TABLE": approvals,
+        "APPROVAL_URL": APPROVAL_URL,
+        "MODEL_POINTER_PREFIX": POINTER_PREFIX,
+    }
+    return RolloutWorkflow(
+        rollout, rollback, approvals, registry, core.audit_table, core.lease_table, core.topic_arn, inbox, env
+    )
+
+
+@contextmanager
+def handlers() -> Iterator[None]:
+    """Route the workflows' Lambda invocations to the project's real handlers."""
+    with dispatch_lambdas(FUNCTIONS):
+        yield
+
+
+def start(arn: str, request: dict[str, Any], name: str) -> str:
+    return str(
+        boto3.client("stepfunctions").start_execution(stateMachineArn=arn, name=name, input=json.dumps(request))[
+            "executionArn"
+        ]
+    )
+
+
+def wait(execution_arn: str, timeout_s: float = 60) -> dict[str, Any]:
+    """Wait (bounded) until the execution is no longer RUNNING."""
+    sfn = boto3.client("stepfunctions")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        described = sfn.describe_execution(executionArn=execution_arn)
+        if described["status"] != "RUNNING":
+            return dict(described)
+        time.sleep(0.2)
+    raise TimeoutError(f"execution {execution_arn} still RUNNING after {timeout_s}s")
+
+
+def state_history(execution_arn: str) -> list[str]:
+    """Names of the states entered, in order."""
+    events = boto3.client("stepfunctions").get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
+    return [e["stateEnteredEventDetails"]["name"] for e in events if "stateEnteredEventDetails" in e]
+
+
+def notifications(workflow: RolloutWorkflow, wait_s: float = 0) -> list[dict[str, str]]:
+    """SNS messages (Subject, Message) delivered since the last call."""
+    sqs = boto3.client("sqs")
+    out = []
+    deadline = time.monotonic() + wait_s
+    while True:
+        received = sqs.receive_message(QueueUrl=workflow.inbox_url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
+        for message in received.get("Messages", []):
+            body = json.loads(message["Body"])
+            out.append({"Subject": body.get("Subject", ""), "Message": body["Message"]})
+            sqs.delete_message(QueueUrl=workflow.inbox_url, ReceiptHandle=message["ReceiptHandle"])
+        if out or time.monotonic() >= deadline:
+            return out
+        time.sleep(0.2)
+
+
+def approval_link(workflow: RolloutWorkflow, decision: str, execution_arn: str, timeout_s: float = 60) -> str:
+    """Wait for the approval request mail and return its link for ``decision`` (approve / reject)."""
+    sfn = boto3.client("stepfunctions")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for note in notifications(workflow, wait_s=0.5):
+            for line in note["Message"].splitlines():
+                if line.lower().startswith(f"{decision}:"):
+                    return line.split(":", 1)[1].strip()
+        described = sfn.describe_execution(executionArn=execution_arn)
+        if described["status"] != "RUNNING":
+            raise RuntimeError(f"no approval request: execution {described['status']}: {described.get('cause')}")
+    raise TimeoutError(f"no approval request arrived in {timeout_s} s")
+
+
+def url_event(method: str, link: str, caller: str | None, body: dict[str, str] | None = None) -> dict[str, Any]:
+    """The event Lambda passes for a function URL request signed by ``caller`` (payload format 2.0)."""
+    query = {k: v[0] for k, v in parse_qs(urlparse(link).query).items()}
+    authorizer = {"iam": {"userArn": caller, "accountId": ACCOUNT_ID, "callerId": "AIDAEXAMPLE"}} if caller else {}
+    return {
+        "version": "2.0",
+        "rawPath": "/",
+        "rawQueryString": urlparse(link).query,
+        "queryStringParameters": query or None,
+        "headers": {"content-type": "application/x-www-form-urlencoded", "host": urlparse(APPROVAL_URL).netloc},
+        "requestContext": {
+            "http": {"method": method, "path": "/", "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": "x"},
+            "authorizer": authorizer,
+            "timeEpoch": int(datetime.now(UTC).timestamp() * 1000),
+            "requestId": "req",
+            "stage": "$default",
+            "domainName": urlparse(APPROVAL_URL).netloc,
+        },
+        "body": urlencode(body) if body is not None else None,
+        "isBase64Encoded": False,
+    }
+
+
+def open_link(link: str, caller: str | None = "arn:aws:iam::123456789012:user/ayumi") -> dict[str, Any]:
+    """GET the link through the approval endpoint's real handler (what a browser or mail scanner does)."""
+    result: dict[str, Any] = load_handler_module("approval_endpoint").lambda_handler(
+        url_event("GET", link, caller), FakeLambdaContext(function_name="approval-endpoint")
+    )
+    return result
+
+
+def submit(link: str, caller: str | None = "arn:aws:iam::123456789012:user/ayumi") -> dict[str, Any]:
+    """POST the confirmation form for ``link`` through the approval endpoint's real handler."""
+    query = {k: v[0] for k, v in parse_qs(urlparse(link).query).items()}
+    result: dict[str, Any] = load_handler_module("approval_endpoint").lambda_handler(
+        url_event("POST", APPROVAL_URL, caller, {"id": query.get("id", ""), "decision": query.get("decision", "")}),
+        FakeLambdaContext(function_name="approval-endpoint"),
+    )
+    return result
+
+
+def put_variant_metrics(
+    variant: str,
+    *,
+    requests: int,
+    errors: int = 0,
+    latency_ms: float = 800.0,
+    ttft_ms: float = 250.0,
+    oom: int = 0,
+    endpoint: str = ENDPOINT,
+) -> None:
+    """Publish what the gateway's EMF would produce for a variant over the last minute."""
+    now = datetime.now(UTC)
+    dims = [{"Name": Dimension.ENDPOINT.value, "Value": endpoint}, {"Name": Dimension.VARIANT.value, "Value": variant}]
+    data: list[Any] = [
+        {"MetricName": MetricName.REQUESTS.value, "Dimensions": dims, "Value": float(requests), "Timestamp": now},
+        {"MetricName": MetricName.REQUEST_ERRORS.value, "Dimensions": dims, "Value": float(errors), "Timestamp": now},
+        {"MetricName": MetricName.OOM_CAUGHT.value, "Dimensions": dims, "Value": float(oom), "Timestamp": now},
+    ]
+    for i in range(20):  # a spread of latencies so that p95 means something
+        data.append(
+            {
+                "MetricName": MetricName.REQUEST_LATENCY.value,
+                "Dimensions": dims,
+                "Value": latency_ms * (0.5 + i / 20),
+                "Timestamp": now,
+            }
+        )
+        data.append(
+            {
+                "MetricName": MetricName.TIME_TO_FIRST_TOKEN.value,
+                "Dimensions": dims,
+                "Value": ttft_ms * (0.5 + i / 20),
+                "Timestamp": now,
+            }
+        )
+    cloudwatch = boto3.client("cloudwatch")
+    for start in range(0, len(data), 20):
+        cloudwatch.put_metric_data(Namespace=NAMESPACE, MetricData=data[start : start + 20])
+
+
+@contextmanager
+def traffic(
+    canary: dict[str, Any] | Callable[[float], dict[str, Any]],
+    primary: dict[str, Any],
+    every_s: float = 0.5,
+    max_s: float = 120,
+) -> Iterator[None]:
+    """Keep publishing per-variant metrics (bounded in time) while a rollout bakes, like live traffic.
+
+    ``canary`` and ``primary`` are keyword arguments of :func:`put_variant_metrics` per interval;
+    ``canary`` may be a function of the canary's current weight (a bug that shows only under load).
+    """
+    import threading
+
+    stop = threading.Event()
+
+    def feed() -> None:
+        deadline = time.monotonic() + max_s
+        while not stop.is_set() and time.monotonic() < deadline:
+            put_variant_metrics("canary", **(canary(canary_weight()) if callable(canary) else canary))
+            put_variant_metrics(PRIMARY, **primary)
+            stop.wait(every_s)
+
+    thread = threading.Thread(target=feed, name="traffic", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+def canary_weight(variant: str = "canary") -> float:
+    """The canary's current weight in percent of the endpoint's total (0 when absent)."""
+    described = boto3.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)["ProductionVariants"]
+    total = sum(v.get("CurrentWeight", 0.0) for v in described) or 1.0
+    return 100.0 * sum(v.get("CurrentWeight", 0.0) for v in described if v["VariantName"] == variant) / total

@@ -1,0 +1,126 @@
+"""Approval endpoint behind an IAM-authorised Lambda function URL (``AuthType: AWS_IAM``).
+
+GET shows a confirmation page and changes nothing (mail scanners prefetch links); its form POSTs the
+decision. POST consumes the single-use approval id, answers the waiting rollout through Step
+Functions and records who decided (the caller's IAM identity from the signed request). Neither the
+approval id nor the task token is logged; the event is not logged.
+"""
+
+from __future__ import annotations
+
+import html
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Literal
+from urllib.parse import parse_qs
+
+import boto3
+from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.event_handler import LambdaFunctionUrlResolver, Response
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.exceptions import ClientError
+
+from fleetops.aws.approval_table import ApprovalTable
+from fleetops.aws.retry import RetryPolicy, call_with_retry
+from fleetops.rollout.approval import ApprovalRefusedError
+from fleetops.rollout.decide import DecideDeps, TaskGoneError, submit_decision
+from fleetops.settings import CommonSettings
+
+if TYPE_CHECKING:
+    from mypy_boto3_stepfunctions import SFNClient
+
+logger = Logger()
+tracer = Tracer()
+app = LambdaFunctionUrlResolver()
+
+
+class Settings(CommonSettings):
+    approval_table: str
+
+
+settings = Settings.from_env()
+sfn: SFNClient = boto3.client("stepfunctions")
+_GONE = {"TaskTimedOut", "TaskDoesNotExist", "InvalidToken"}
+
+
+def _send(call: str, **kwargs: str) -> None:
+    try:
+        call_with_retry(RetryPolicy(), getattr(sfn, call), **kwargs)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in _GONE:
+            raise TaskGoneError("the rollout no longer waits for this decision (timed out or stopped)") from None
+        raise
+
+
+deps = DecideDeps(
+    store=ApprovalTable(settings.approval_table),
+    send_success=lambda token, output: _send("send_task_success", taskToken=token, output=output),
+    send_failure=lambda token, error, cause: _send("send_task_failure", taskToken=token, error=error, cause=cause),
+)
+
+
+def _page(status: int, title: str, body: str) -> Response[str]:
+    document = (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        "<meta name='referrer' content='no-referrer'></head>"
+        f"<body><h1>{html.escape(title)}</h1>{body}</body></html>"
+    )
+    headers = {"Cache-Control": "no-store", "Content-Security-Policy": "default-src 'none'; form-action 'self'"}
+    return Response(status_code=status, content_type="text/html; charset=utf-8", body=document, headers=headers)
+
+
+def _decision(value: str | None) -> Literal["approve", "reject"] | None:
+    return value if value in ("approve", "reject") else None  # type: ignore[return-value]
+
+
+def _request_time() -> datetime:
+    # "now" is when Lambda received the request, taken from the event.
+    return datetime.fromtimestamp(app.current_event.request_context.time_epoch / 1000, UTC)
+
+
+@app.get("/")
+def confirm() -> Response[str]:
+    params = app.current_event.query_string_parameters or {}
+    decision = _decision(params.get("decision"))
+    approval_id = params.get("id", "")
+    if decision is None or not approval_id:
+        return _page(400, "Not a valid approval link", "<p>The link needs an id and a decision.</p>")
+    form = (
+        f"<p>You are about to <strong>{decision}</strong> this rollout step.</p>"
+        "<form method='post'>"
+        f"<input type='hidden' name='id' value='{html.escape(approval_id, quote=True)}'>"
+        f"<input type='hidden' name='decision' value='{decision}'>"
+        f"<button type='submit'>Confirm: {decision}</button></form>"
+    )
+    return _page(200, f"Confirm: {decision} rollout step", form)
+
+
+@app.post("/")
+def decide() -> Response[str]:
+    caller = app.current_event.request_context.authorizer.iam.user_arn
+    if not caller:  # AWS_IAM auth always provides one; refuse rather than record an anonymous decision
+        return _page(403, "Not signed in", "<p>The request carries no IAM identity.</p>")
+    form = parse_qs(app.current_event.decoded_body or "")
+    decision = _decision((form.get("decision") or [""])[0])
+    if decision is None:
+        return _page(400, "Unknown decision", "<p>Decision must be approve or reject.</p>")
+    try:
+        result = submit_decision((form.get("id") or [""])[0], decision, caller, _request_time(), deps)
+    except ApprovalRefusedError as exc:
+        logger.warning("approval refused", extra={"reason": exc.reason, "caller": caller})
+        return _page(exc.http_status, "Approval refused", f"<p>{html.escape(str(exc))}</p>")
+    except TaskGoneError as exc:
+        return _page(410, "Too late", f"<p>{html.escape(str(exc))}</p>")
+    logger.info("approval decided", extra=result.model_dump())
+    done = {"approve": "approved", "reject": "rejected"}[decision]
+    return _page(
+        200,
+        done.capitalize(),
+        f"<p>Rollout {html.escape(result.rollout_id)} on {html.escape(result.endpoint_name)} at "
+        f"{result.step_weight}%: {done} by {html.escape(caller)}.</p>",
+    )
+
+
+@logger.inject_lambda_context(clear_state=True, log_event=False)
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, object], context: LambdaContext) -> dict[str, object]:
+    return app.resolve(event, context)

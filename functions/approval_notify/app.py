@@ -1,0 +1,51 @@
+"""Canary rollout, approval steps: issue a single-use approval id, store the task token, notify the team.
+
+Invoked with ``lambda:invoke.waitForTaskToken``; the rollout waits until the approval endpoint (or an
+operator with the CLI/console) answers the token. The token is never logged nor put in a message.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from fleetops.aws.approval_table import ApprovalTable
+from fleetops.aws.retry import RetryPolicy, call_with_retry
+from fleetops.rollout.decide import ApprovalRequest, NotifyDeps, request_approval
+from fleetops.settings import CommonSettings
+
+if TYPE_CHECKING:
+    from mypy_boto3_sns import SNSClient
+
+logger = Logger()
+tracer = Tracer()
+
+
+class Settings(CommonSettings):
+    approval_table: str
+    approval_url: str
+
+
+settings = Settings.from_env()
+sns: SNSClient = boto3.client("sns")
+
+
+def publish(subject: str, message: str) -> None:
+    call_with_retry(
+        RetryPolicy(), sns.publish, TopicArn=settings.notification_topic_arn, Subject=subject, Message=message
+    )
+
+
+deps = NotifyDeps(store=ApprovalTable(settings.approval_table), publish=publish, approval_url=settings.approval_url)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    request = ApprovalRequest.model_validate(event)
+    record = request_approval(request, deps)
+    logger.info("approval requested", extra={"rollout_id": record.rollout_id, "step_weight": record.step_weight})
+    return {"rollout_id": record.rollout_id, "expires_at": record.expires_at}

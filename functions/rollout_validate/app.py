@@ -1,0 +1,53 @@
+"""Canary rollout, first state: validate the request and compute the plan. Touches nothing.
+
+Event (from the state machine): ``{"request": <execution input>, "now": <state entered time>}``.
+An invalid request raises ``RolloutInputError`` listing every problem; the workflow then fails
+before taking the lease or creating anything.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel
+
+from fleetops.aws.model_pointer import ModelPointerStore
+from fleetops.aws.sagemaker_endpoint import read_endpoint
+from fleetops.aws.switches import KillSwitch
+from fleetops.rollout.prepare import PrepareDeps, prepare_rollout
+from fleetops.settings import CommonSettings
+
+logger = Logger()
+tracer = Tracer()
+
+
+class Settings(CommonSettings):
+    model_pointer_prefix: str
+
+
+class Event(BaseModel):
+    request: dict[str, Any]
+    now: datetime
+
+
+settings = Settings.from_env()
+pointers = ModelPointerStore()
+deps = PrepareDeps(
+    read_endpoint=read_endpoint,
+    read_pointer=pointers.get,
+    kill_switch_engaged=KillSwitch(settings.kill_switch_parameter).engaged,
+    pointer_prefix=settings.model_pointer_prefix,
+    dry_run=settings.dry_run,
+)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    parsed = Event.model_validate(event)
+    plan = prepare_rollout(parsed.request, parsed.now, deps)
+    logger.info("rollout planned", extra={"rollout_id": plan.rollout_id, "endpoint": plan.endpoint_name})
+    return plan.model_dump(mode="json")

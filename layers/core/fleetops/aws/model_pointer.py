@@ -1,0 +1,44 @@
+"""The model-version pointer of an endpoint: one SSM String parameter holding a JSON :class:`Pointer`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import boto3
+from pydantic import ValidationError
+
+from fleetops.aws.retry import RetryPolicy, call_with_retry, error_code
+from fleetops.rollout.plan import Pointer
+
+if TYPE_CHECKING:
+    from mypy_boto3_ssm import SSMClient
+
+
+def pointer_parameter(prefix: str, endpoint_name: str) -> str:
+    """The parameter name of an endpoint's pointer.
+
+    Examples
+    --------
+    >>> pointer_parameter("/manga-llm-fleet/models", "manga-chat")
+    '/manga-llm-fleet/models/manga-chat'
+    """
+    return f"{prefix.rstrip('/')}/{endpoint_name}"
+
+
+class ModelPointerStore:
+    def __init__(self, client: SSMClient | None = None, retry: RetryPolicy | None = None) -> None:
+        self._client = client or boto3.client("ssm")
+        self._retry = retry or RetryPolicy()
+
+    def get(self, name: str) -> Pointer | None:
+        """The pointer, or ``None`` when the parameter is missing or holds something else."""
+        try:
+            value = call_with_retry(self._retry, self._client.get_parameter, Name=name)["Parameter"]["Value"]
+        except Exception as exc:
+            if error_code(exc) == "ParameterNotFound":
+                return None
+            raise
+        try:
+            return Pointer.model_validate_json(value)
+        except ValidationError:
+            return None

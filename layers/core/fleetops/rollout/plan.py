@@ -1,0 +1,433 @@
+"""The rollout request (what an operator starts) and the plan the state machine follows.
+
+Everything the workflow needs is computed here once, up front, from the request and a snapshot of
+the endpoint: resource names, the variants of the canary and final endpoint configs, the weights of
+every step, the polling schedule and the lease. A bad request fails here, before anything changes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from fleetops.rollout.analysis import Thresholds
+from fleetops.tables import REGISTRY_PK, REGISTRY_SK
+
+DEFAULT_STEPS = (5, 25, 50, 75, 100)
+# SageMaker resource names: alphanumerics and hyphens, at most 63 characters.
+_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
+_MAX_NAME = 63
+_SUFFIXES = ("-model", "-canary", "-final")
+
+
+class RolloutInputError(ValueError):
+    """The rollout request is invalid; the message lists every problem. Nothing has been touched."""
+
+
+class EndpointNotReadyForRolloutError(RuntimeError):
+    """The endpoint cannot start a rollout now (not InService, or a canary variant is already there)."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSpec(_Strict):
+    """The new model version: container image, weights (S3 tarball or baked into the image), env, adapters."""
+
+    name: str = Field(min_length=1, max_length=64, description="model family in the registry, e.g. manga-llama")
+    version: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
+    image_uri: str = Field(min_length=1, max_length=255)
+    model_data_url: str | None = Field(default=None, pattern=r"^s3://[^/]+/.+")
+    environment: dict[str, str] = Field(default_factory=dict)
+    adapters: dict[str, str] = Field(default_factory=dict, description="LoRA adapter name -> S3 URI or path")
+    execution_role_arn: str = Field(pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+")
+
+    @field_validator("environment")
+    @classmethod
+    def _environment_limits(cls, env: dict[str, str]) -> dict[str, str]:
+        # SageMaker: at most 100 entries, keys and values up to 1024 characters.
+        if len(env) > 100:
+            raise ValueError(f"at most 100 environment variables, got {len(env)}")
+        too_long = [k for k, v in env.items() if len(k) > 1024 or len(v) > 1024]
+        if too_long:
+            raise ValueError(f"environment entries longer than 1024 characters: {too_long}")
+        return env
+
+    @field_validator("adapters")
+    @classmethod
+    def _adapter_names(cls, adapters: dict[str, str]) -> dict[str, str]:
+        bad = [name for name in adapters if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", name)]
+        if bad:
+            raise ValueError(f"adapter names must be 1-64 of [A-Za-z0-9._-]: {bad}")
+        return adapters
+
+    def container(self) -> dict[str, Any]:
+        """``PrimaryContainer`` for CreateModel; adapters reach vLLM as ``--lora-modules name=path``."""
+        env = dict(self.environment)
+        if self.adapters:
+            env["LORA_MODULES"] = " ".join(f"{name}={path}" for name, path in sorted(self.adapters.items()))
+        container: dict[str, Any] = {"Image": self.image_uri, "Environment": env}
+        if self.model_data_url:
+            container["ModelDataUrl"] = self.model_data_url
+        return container
+
+
+class CanarySpec(_Strict):
+    instance_type: str = Field(pattern=r"^ml\.[a-z0-9-]+\.[a-z0-9]+$")
+    instance_count: int = Field(default=1, ge=1, le=20)
+    variant_name: str = Field(default="canary", min_length=1, max_length=63, pattern=_NAME.pattern)
+
+
+class StepSpec(_Strict):
+    weight: int = Field(gt=0, le=100, description="percent of traffic on the canary")
+    bake_seconds: int | None = Field(default=None, ge=0)
+    approval: bool | None = None
+
+
+class ApprovalSettings(_Strict):
+    timeout_seconds: int = Field(default=24 * 3600, ge=1, description="hard limit for a decision")
+    heartbeat_seconds: int = Field(
+        default=4 * 3600, ge=1, description="a decision or a heartbeat (`more time`) is due within this"
+    )
+
+    @model_validator(mode="after")
+    def _heartbeat_inside_timeout(self) -> ApprovalSettings:
+        if self.heartbeat_seconds > self.timeout_seconds:
+            raise ValueError("approval.heartbeat_seconds must not exceed approval.timeout_seconds")
+        return self
+
+
+class InServiceSettings(_Strict):
+    """Bounded polling with backoff while SageMaker applies a change."""
+
+    first_wait_seconds: int = Field(default=30, ge=1)
+    max_wait_seconds: int = Field(default=120, ge=1)
+    timeout_seconds: int = Field(default=3600, ge=1)
+
+    def waits(self) -> list[int]:
+        """Pauses between DescribeEndpoint calls: doubling, capped, summing to at least the timeout.
+
+        Examples
+        --------
+        >>> InServiceSettings(first_wait_seconds=10, max_wait_seconds=40, timeout_seconds=100).waits()
+        [10, 20, 40, 40]
+        """
+        waits: list[int] = []
+        wait = self.first_wait_seconds
+        while sum(waits) < self.timeout_seconds:
+            waits.append(min(wait, self.max_wait_seconds))
+            wait *= 2
+        return waits
+
+
+class RolloutRequest(_Strict):
+    """What an operator (or CI) passes to the canary rollout state machine."""
+
+    rollout_id: str = Field(min_length=1, max_length=40, pattern=_NAME.pattern)
+    endpoint_name: str = Field(min_length=1, max_length=63, pattern=_NAME.pattern)
+    model: ModelSpec
+    canary: CanarySpec
+    steps: tuple[int | StepSpec, ...] = DEFAULT_STEPS
+    bake_seconds: int = Field(default=900, ge=0)
+    approval_steps: tuple[int, ...] = (100,)
+    approval: ApprovalSettings = ApprovalSettings()
+    thresholds: Thresholds = Thresholds()
+    in_service: InServiceSettings = InServiceSettings()
+    max_extensions: int = Field(default=2, ge=0, le=10, description="extra bakes allowed on an inconclusive verdict")
+    requested_by: str = Field(default="unknown", max_length=256)
+    dry_run: bool = Field(default=False, description="plan, audit as planned, change nothing")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RolloutRequest:
+        weights = [s if isinstance(s, int) else s.weight for s in self.steps]
+        problems = []
+        if not weights:
+            problems.append("steps must not be empty")
+        elif weights != sorted(set(weights)):
+            problems.append(f"steps must strictly increase, got {weights}")
+        elif weights[-1] != 100:
+            problems.append(f"the last step must be 100 (promotion), got {weights[-1]}")
+        if any(w <= 0 or w > 100 for w in weights):
+            problems.append(f"step weights must be in 1..100, got {weights}")
+        unknown = sorted(set(self.approval_steps) - set(weights))
+        if unknown:
+            problems.append(f"approval_steps {unknown} are not steps {weights}")
+        longest = len(self.endpoint_name) + 1 + len(self.rollout_id) + max(map(len, _SUFFIXES))
+        if longest > _MAX_NAME:
+            problems.append(
+                f"endpoint_name + rollout_id too long for SageMaker names ({longest} > {_MAX_NAME} characters)"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def step_specs(self) -> list[StepSpec]:
+        specs = []
+        for step in self.steps:
+            spec = StepSpec(weight=step) if isinstance(step, int) else step
+            specs.append(
+                StepSpec(
+                    weight=spec.weight,
+                    bake_seconds=self.bake_seconds if spec.bake_seconds is None else spec.bake_seconds,
+                    approval=(spec.weight in self.approval_steps) if spec.approval is None else spec.approval,
+                )
+            )
+        return specs
+
+
+class VariantSnapshot(_Strict):
+    """One production variant as the endpoint and its config describe it."""
+
+    variant_name: str
+    model_name: str
+    instance_type: str
+    instance_count: int
+    weight: float
+
+
+class EndpointSnapshot(_Strict):
+    endpoint_name: str
+    status: str
+    endpoint_config_name: str
+    variants: tuple[VariantSnapshot, ...]
+
+
+class Pointer(_Strict):
+    """The model-version pointer of an endpoint (an SSM parameter holding this as JSON)."""
+
+    model: str
+    version: str
+    sagemaker_model: str
+    endpoint_config_name: str
+    rollout_id: str = ""
+    previous_endpoint_config_name: str | None = None
+    previous_version: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True)
+
+
+class PlanStep(_Strict):
+    index: int
+    weight: int
+    weights: tuple[dict[str, Any], ...] = Field(description="DesiredWeightsAndCapacities for this step")
+    bake_seconds: int
+    approval: bool
+
+
+class RolloutPlan(_Strict):
+    """Everything the state machine needs, computed once; field names are read by the ASL."""
+
+    rollout_id: str
+    endpoint_name: str
+    requested_by: str
+    lease_holder: str
+    now_epoch: int
+    lease_expires_at: int
+    model_name: str
+    create_model: dict[str, Any]
+    previous_endpoint_config_name: str
+    canary_endpoint_config_name: str
+    final_endpoint_config_name: str
+    canary_variants: tuple[dict[str, Any], ...]
+    final_variants: tuple[dict[str, Any], ...]
+    canary_variant_name: str
+    baseline_variant_name: str
+    steps: tuple[PlanStep, ...]
+    step_count: int
+    rollback_weights: tuple[dict[str, Any], ...]
+    in_service: InServiceSettings
+    rollback_in_service: InServiceSettings
+    in_service_waits: tuple[int, ...]
+    in_service_polls: int
+    approval: ApprovalSettings
+    thresholds: Thresholds
+    max_extensions: int
+    pointer_parameter: str
+    new_pointer: Pointer
+    new_pointer_json: str
+    previous_pointer_json: str
+    registry_item: dict[str, Any]
+    dry_run: bool = False
+    kind: Literal["rollout-plan"] = "rollout-plan"
+
+
+def parse_request(event: dict[str, Any]) -> RolloutRequest:
+    """Validate a rollout request, listing every problem in one clear error.
+
+    Raises
+    ------
+    RolloutInputError
+        With one line per problem (``field: message``).
+
+    Examples
+    --------
+    >>> parse_request({"rollout_id": "bad id!"})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    fleetops.rollout.plan.RolloutInputError: invalid rollout request: ...
+    """
+    try:
+        return RolloutRequest.model_validate(event)
+    except ValidationError as exc:
+        lines = [f"{'.'.join(map(str, e['loc'])) or 'request'}: {e['msg']}" for e in exc.errors()]
+        raise RolloutInputError("invalid rollout request: " + "; ".join(lines)) from None
+
+
+def _split_weight(total: float, variants: tuple[VariantSnapshot, ...]) -> list[dict[str, Any]]:
+    """Share ``total`` percent over the current variants in proportion to their current weights."""
+    current = sum(v.weight for v in variants) or float(len(variants))
+    return [
+        {"VariantName": v.variant_name, "DesiredWeight": round(total * ((v.weight or 1.0) / current), 4)}
+        for v in variants
+    ]
+
+
+def build_plan(
+    request: RolloutRequest,
+    endpoint: EndpointSnapshot,
+    now: datetime,
+    pointer_parameter: str,
+    current_pointer: Pointer | None,
+    dry_run: bool = False,
+) -> RolloutPlan:
+    """Compute the rollout plan from the request and the endpoint as it is now.
+
+    Raises
+    ------
+    EndpointNotReadyForRolloutError
+        When the endpoint is not InService or already carries the canary variant.
+    """
+    if endpoint.status != "InService":
+        raise EndpointNotReadyForRolloutError(
+            f"endpoint {endpoint.endpoint_name!r} is {endpoint.status}; start the rollout once it is InService"
+        )
+    names = [v.variant_name for v in endpoint.variants]
+    if request.canary.variant_name in names:
+        raise EndpointNotReadyForRolloutError(
+            f"endpoint {endpoint.endpoint_name!r} already has a variant {request.canary.variant_name!r} "
+            "(a rollout in progress or an unfinished one: roll back first)"
+        )
+    base = f"{request.endpoint_name}-{request.rollout_id}"
+    model_name = f"{base}-model"
+    canary = request.canary
+    baseline = max(endpoint.variants, key=lambda v: (v.weight, v.instance_count))
+    previous = [
+        {
+            "VariantName": v.variant_name,
+            "ModelName": v.model_name,
+            "InstanceType": v.instance_type,
+            "InitialInstanceCount": v.instance_count,
+            "InitialVariantWeight": v.weight,
+        }
+        for v in endpoint.variants
+    ]
+    canary_variant = {
+        "VariantName": canary.variant_name,
+        "ModelName": model_name,
+        "InstanceType": canary.instance_type,
+        "InitialInstanceCount": canary.instance_count,
+        "InitialVariantWeight": 0.0,
+    }
+    # Promotion keeps the baseline variant's name and instance count, so scaling targets and alarms
+    # (keyed by variant name) keep working, and full traffic finds full capacity.
+    final_variant = {
+        "VariantName": baseline.variant_name,
+        "ModelName": model_name,
+        "InstanceType": canary.instance_type,
+        "InitialInstanceCount": baseline.instance_count,
+        "InitialVariantWeight": 1.0,
+    }
+    steps = tuple(
+        PlanStep(
+            index=i,
+            weight=spec.weight,
+            weights=(
+                *_split_weight(100.0 - spec.weight, endpoint.variants),
+                {"VariantName": canary.variant_name, "DesiredWeight": float(spec.weight)},
+            ),
+            bake_seconds=spec.bake_seconds or 0,
+            approval=bool(spec.approval),
+        )
+        for i, spec in enumerate(request.step_specs())
+    )
+    waits = request.in_service.waits()
+    approvals = sum(s.approval for s in steps) * request.approval.timeout_seconds
+    bakes = sum(s.bake_seconds for s in steps) * (1 + request.max_extensions)
+    # The lease outlives the longest possible run (every wait, bake and approval), plus an hour of slack.
+    budget = approvals + bakes + (len(steps) + 3) * sum(waits) + 3600
+    now_epoch = int(now.timestamp())
+    pointer = Pointer(
+        model=request.model.name,
+        version=request.model.version,
+        sagemaker_model=model_name,
+        endpoint_config_name=f"{base}-final",
+        rollout_id=request.rollout_id,
+        previous_endpoint_config_name=endpoint.endpoint_config_name,
+        previous_version=current_pointer.version if current_pointer else None,
+    )
+    previous_pointer = current_pointer or Pointer(
+        model=request.model.name,
+        version="unknown",
+        sagemaker_model=baseline.model_name,
+        endpoint_config_name=endpoint.endpoint_config_name,
+    )
+    return RolloutPlan(
+        rollout_id=request.rollout_id,
+        endpoint_name=request.endpoint_name,
+        requested_by=request.requested_by,
+        lease_holder=f"canary_rollout/{request.rollout_id}",
+        now_epoch=now_epoch,
+        lease_expires_at=now_epoch + budget,
+        model_name=model_name,
+        create_model={
+            "ModelName": model_name,
+            "ExecutionRoleArn": request.model.execution_role_arn,
+            "PrimaryContainer": request.model.container(),
+        },
+        previous_endpoint_config_name=endpoint.endpoint_config_name,
+        canary_endpoint_config_name=f"{base}-canary",
+        final_endpoint_config_name=f"{base}-final",
+        canary_variants=(*previous, canary_variant),
+        final_variants=(final_variant,),
+        canary_variant_name=canary.variant_name,
+        baseline_variant_name=baseline.variant_name,
+        steps=steps,
+        step_count=len(steps),
+        rollback_weights=(
+            *_split_weight(100.0, endpoint.variants),
+            {"VariantName": canary.variant_name, "DesiredWeight": 0.0},
+        ),
+        in_service=request.in_service,
+        # A rollback may first have to sit out the update that made the rollout give up: give it longer.
+        rollback_in_service=request.in_service.model_copy(
+            update={"timeout_seconds": 3 * request.in_service.timeout_seconds}
+        ),
+        in_service_waits=tuple(waits),
+        in_service_polls=len(waits),
+        approval=request.approval,
+        thresholds=request.thresholds,
+        max_extensions=request.max_extensions,
+        pointer_parameter=pointer_parameter,
+        new_pointer=pointer,
+        new_pointer_json=pointer.to_json(),
+        previous_pointer_json=previous_pointer.to_json(),
+        dry_run=dry_run or request.dry_run,
+        registry_item={
+            REGISTRY_PK: {"S": request.model.name},
+            REGISTRY_SK: {"S": request.model.version},
+            "kind": {"S": "sagemaker"},
+            "sagemaker_model": {"S": model_name},
+            "image_uri": {"S": request.model.image_uri},
+            "endpoint_name": {"S": request.endpoint_name},
+            "endpoint_config_name": {"S": f"{base}-final"},
+            "previous_endpoint_config_name": {"S": endpoint.endpoint_config_name},
+            "rollout_id": {"S": request.rollout_id},
+            "requested_by": {"S": request.requested_by},
+        },
+    )

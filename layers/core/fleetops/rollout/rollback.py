@@ -1,0 +1,179 @@
+"""Rollback as a reconcile loop: look at the endpoint, do the next safe thing, look again.
+
+Each call returns one action. Running the rollback again on an endpoint that is already back on
+its target config returns ``finish`` straight away, so rolling back twice is safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fleetops.rollout.plan import EndpointSnapshot, InServiceSettings, Pointer
+
+Action = Literal["wait", "zero_canary", "restore_config", "finish"]
+
+
+class RollbackInputError(ValueError):
+    """The rollback request is invalid or names no config to return to."""
+
+
+class EndpointNotSettledError(RuntimeError):
+    """The endpoint stayed in a transitional state for the whole polling budget."""
+
+
+class RollbackRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    endpoint_name: str = Field(min_length=1, max_length=63)
+    rollback_id: str = Field(min_length=1, max_length=80)
+    target_endpoint_config_name: str | None = Field(default=None, description="default: the pointer's previous config")
+    canary_variant_name: str | None = None
+    restore_pointer_json: str | None = Field(default=None, description="pointer value to put back")
+    abort_only: bool = Field(
+        default=False,
+        description="only abort a rollout still in flight, never undo a promotion (the alarm responder's mode)",
+    )
+    reason: str = "operator request"
+    requested_by: str = "operator"
+    lease_holder: str | None = Field(default=None, description="the rollout's holder when it calls us")
+    in_service: InServiceSettings = InServiceSettings()
+    attempt: int = Field(default=0, ge=0)
+    # Step Functions links a child execution to its parent through this input key.
+    started_by: str | None = Field(default=None, alias="AWS_STEP_FUNCTIONS_STARTED_BY_EXECUTION_ID")
+
+
+class RollbackStep(BaseModel):
+    """The next action and everything the state machine needs to perform it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    action: Action
+    rollback_id: str
+    reason: str
+    requested_by: str
+    lease_holder: str
+    now_epoch: int
+    lease_expires_at: int
+    pointer_parameter: str
+    endpoint_name: str
+    status: str
+    current_endpoint_config_name: str
+    target_endpoint_config_name: str
+    canary_variant_name: str | None
+    zero_weights: tuple[dict[str, Any], ...] = ()
+    wait_seconds: int = 0
+    attempt: int
+    pointer_json: str | None
+    note: str
+
+
+def resolve_target(request: RollbackRequest, pointer: Pointer | None, current_config: str) -> tuple[str, str | None]:
+    """The config to return to and the pointer value to restore.
+
+    Called on every pass of the rollback loop, so the answer must not change once the endpoint has
+    moved. An explicit target wins. An endpoint on neither the pointer's config nor its previous one
+    is a rollout still in flight: back to the pointer's config, pointer untouched. Otherwise the last
+    promotion is undone (pointer restored at the end), unless ``abort_only`` asks to touch nothing:
+    the alarm responder may fire again after a rollback and must never walk the fleet back a version.
+    """
+    if request.target_endpoint_config_name:
+        return request.target_endpoint_config_name, request.restore_pointer_json
+    previous = pointer.previous_endpoint_config_name if pointer else None
+    if pointer is not None and current_config not in (pointer.endpoint_config_name, previous):
+        return pointer.endpoint_config_name, None  # a rollout in flight: abort it
+    if request.abort_only:
+        return current_config, None  # nothing in flight: next_step finishes at once
+    if pointer is None or not previous:
+        raise RollbackInputError(
+            f"no target_endpoint_config_name given and the model pointer of {request.endpoint_name!r} "
+            "names no previous config"
+        )
+    restored = Pointer(
+        model=pointer.model,
+        version=pointer.previous_version or "unknown",
+        sagemaker_model="unknown",
+        endpoint_config_name=previous,
+    )
+    # Undo the last promotion, or, once the endpoint is back on the previous config, finish restoring it.
+    return previous, request.restore_pointer_json or restored.to_json()
+
+
+def next_step(
+    request: RollbackRequest,
+    endpoint: EndpointSnapshot,
+    target: str,
+    pointer_json: str | None,
+    now: datetime,
+    pointer_parameter: str = "",
+) -> RollbackStep:
+    """Decide the next rollback action from the endpoint as it is now.
+
+    Examples
+    --------
+    A settled endpoint already on the target config needs nothing more:
+
+    >>> from fleetops.rollout.plan import VariantSnapshot
+    >>> v = VariantSnapshot(variant_name="primary", model_name="m", instance_type="ml.g5.2xlarge",
+    ...                     instance_count=2, weight=1.0)
+    >>> ep = EndpointSnapshot(endpoint_name="e", status="InService", endpoint_config_name="old", variants=(v,))
+    >>> next_step(RollbackRequest(endpoint_name="e", rollback_id="r"), ep, "old", None, datetime.now()).action
+    'finish'
+    """
+    now_epoch = int(now.timestamp())
+    common: dict[str, Any] = {
+        "rollback_id": request.rollback_id,
+        "reason": request.reason,
+        "requested_by": request.requested_by,
+        "lease_holder": request.lease_holder or f"rollback/{request.rollback_id}",
+        "now_epoch": now_epoch,
+        # Long enough for the whole polling budget; renewed on every pass of the loop.
+        "lease_expires_at": now_epoch + request.in_service.timeout_seconds + 3600,
+        "pointer_parameter": pointer_parameter,
+        "endpoint_name": endpoint.endpoint_name,
+        "status": endpoint.status,
+        "current_endpoint_config_name": endpoint.endpoint_config_name,
+        "target_endpoint_config_name": target,
+        "canary_variant_name": request.canary_variant_name,
+        "attempt": request.attempt,
+        "pointer_json": pointer_json,
+    }
+    if endpoint.status != "InService":
+        waits = request.in_service.waits()
+        if request.attempt >= len(waits):
+            raise EndpointNotSettledError(
+                f"endpoint {endpoint.endpoint_name!r} still {endpoint.status} after "
+                f"{request.in_service.timeout_seconds} s; rollback stopped, nothing more changed"
+            )
+        return RollbackStep(
+            action="wait", wait_seconds=waits[request.attempt], note=f"endpoint is {endpoint.status}", **common
+        )
+    if endpoint.endpoint_config_name == target:
+        return RollbackStep(action="finish", note=f"endpoint serves {target}", **common)
+    canary = next((v for v in endpoint.variants if v.variant_name == request.canary_variant_name), None)
+    others = [v for v in endpoint.variants if v.variant_name != request.canary_variant_name]
+    if canary is not None and canary.weight > 0 and others:
+        # Traffic off the canary first: a weight change takes effect far sooner than a config change.
+        # At 100 % the old variants sit at weight 0: give them the traffic back evenly.
+        share = sum(v.weight for v in others)
+        weights = [{"VariantName": v.variant_name, "DesiredWeight": v.weight if share else 1.0} for v in others]
+        weights.append({"VariantName": canary.variant_name, "DesiredWeight": 0.0})
+        return RollbackStep(action="zero_canary", zero_weights=tuple(weights), note="canary weight to 0", **common)
+    return RollbackStep(action="restore_config", note=f"endpoint config back to {target}", **common)
+
+
+def plan_rollback(
+    request: RollbackRequest,
+    now: datetime,
+    read_endpoint: Callable[[str], EndpointSnapshot],
+    read_pointer: Callable[[str], Pointer | None],
+    pointer_prefix: str,
+) -> RollbackStep:
+    """Read the endpoint and the pointer, resolve the target config and return the next action."""
+    parameter = f"{pointer_prefix.rstrip('/')}/{request.endpoint_name}"
+    endpoint = read_endpoint(request.endpoint_name)
+    target, pointer_json = resolve_target(request, read_pointer(parameter), endpoint.endpoint_config_name)
+    return next_step(request, endpoint, target, pointer_json, now, parameter)

@@ -1,0 +1,49 @@
+"""Shared fixtures for the workflow tests: state machines executed from their ASL files on moto.
+
+Emulated by this project, not by moto, and used here: SageMaker ``UpdateEndpoint`` and faithful
+``Updating`` -> ``InService`` transitions, variant weight 0, real instance types
+(``devtools/emulator_extensions/sagemaker.py``); CloudWatch percentile statistics
+(``devtools/emulator_extensions/cloudwatch.py``); Lambda tasks running the real handlers
+(``devtools/lambda_dispatch.py``). Everything else is moto over HTTP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from devtools import rollout_workflow as wf
+from devtools.emulator_extensions import sagemaker as emulated_sagemaker
+from tests.conftest import load_event
+
+
+@pytest.fixture
+def rollout(monkeypatch: pytest.MonkeyPatch) -> Iterator[wf.RolloutWorkflow]:
+    """Both workflows deployed, an endpoint ``manga-chat`` with one primary variant, handlers routed."""
+    deployed = wf.deploy()
+    monkeypatch.setattr(emulated_sagemaker.behaviour, "update_seconds", 0.5)  # restored after the test
+    for key, value in deployed.environment.items():
+        monkeypatch.setenv(key, value)
+    wf.create_endpoint()
+    with wf.handlers():
+        yield deployed
+
+
+def rollout_request(**changes: Any) -> dict[str, Any]:
+    """The sample rollout request with test-sized bake, polling and approval times."""
+    request: dict[str, Any] = load_event("rollout_validate")["request"]
+    request |= {
+        "steps": [5, 25, 100],
+        "bake_seconds": 1,
+        "approval_steps": [],
+        "approval": {"timeout_seconds": 30, "heartbeat_seconds": 30},
+        "thresholds": {"min_requests": 20},
+        "in_service": {"first_wait_seconds": 1, "max_wait_seconds": 1, "timeout_seconds": 10},
+        "max_extensions": 2,  # a starved traffic thread on a busy machine must not fail a healthy canary
+    }
+    return request | changes
+
+
+HEALTHY = {"requests": 30, "errors": 0, "latency_ms": 800, "ttft_ms": 250}

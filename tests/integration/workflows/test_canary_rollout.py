@@ -1,0 +1,248 @@
+"""The canary rollout executed from ``statemachines/canary_rollout.asl.json`` on the moto server.
+
+Emulated by this project (see ``conftest.py``): SageMaker UpdateEndpoint and its Updating -> InService
+transitions, variant weight 0, CloudWatch p95, Lambda tasks running the real handlers. The approval
+endpoint is driven through its real handler with the event an IAM-signed function URL request gives.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+
+from devtools import rollout_workflow as wf
+from devtools.emulator_extensions import sagemaker as emulated_sagemaker
+from fleetops.aws.audit_table import AuditTable
+from fleetops.aws.lease import EndpointLease
+from fleetops.rollout.approval import new_approval_id
+from tests.integration.workflows.conftest import HEALTHY, rollout_request
+
+
+def endpoint() -> dict[str, Any]:
+    return dict(boto3.client("sagemaker").describe_endpoint(EndpointName=wf.ENDPOINT))
+
+
+def variants() -> dict[str, float]:
+    return {v["VariantName"]: v["CurrentWeight"] for v in endpoint()["ProductionVariants"]}
+
+
+def pointer() -> dict[str, Any]:
+    value = boto3.client("ssm").get_parameter(Name=f"{wf.POINTER_PREFIX}/{wf.ENDPOINT}")["Parameter"]["Value"]
+    return dict(json.loads(value))
+
+
+def test_all_steps_pass_with_approvals_and_the_new_model_serves_100_percent(rollout: wf.RolloutWorkflow) -> None:
+    request = rollout_request(steps=[5, 25, 50, 75, 100], approval_steps=[50, 100])
+    with wf.traffic(canary=HEALTHY, primary=HEALTHY):
+        execution = wf.start(rollout.rollout_arn, request, name=request["rollout_id"])
+        for _ in (50, 100):
+            link = wf.approval_link(rollout, "approve", execution)
+            page = wf.submit(link)
+            assert page["statusCode"] == 200, page["body"]
+        result = wf.wait(execution, timeout_s=90)
+
+    assert result["status"] == "SUCCEEDED", result
+    described = endpoint()
+    assert described["EndpointConfigName"] == "manga-chat-llama-q4-v7-final"
+    [only] = described["ProductionVariants"]
+    config = boto3.client("sagemaker").describe_endpoint_config(EndpointConfigName=described["EndpointConfigName"])
+    assert (
+        only["VariantName"] == "primary"
+        and config["ProductionVariants"][0]["ModelName"] == "manga-chat-llama-q4-v7-model"
+    )
+    assert pointer()["version"] == "v7" and pointer()["previous_endpoint_config_name"] == "manga-chat-v6-config"
+    # The previous config is kept for rollback.
+    boto3.client("sagemaker").describe_endpoint_config(EndpointConfigName="manga-chat-v6-config")
+    history = wf.state_history(execution)
+    assert history.count("SetWeights") == 5 and history.count("RequestApproval") == 2
+    item = boto3.client("dynamodb").get_item(
+        TableName=rollout.registry_table, Key={"model_name": {"S": "manga-llama"}, "version": {"S": "v7"}}
+    )["Item"]
+    assert item["endpoint_config_name"]["S"] == "manga-chat-llama-q4-v7-final"
+    actions = [(r.action, r.outcome) for r in AuditTable(rollout.audit_table).list(wf.ENDPOINT)]
+    assert actions == [("rollout-start", "applied"), ("rollout-promote", "applied")]
+    assert "Item" not in boto3.client("dynamodb").get_item(
+        TableName=rollout.lease_table, Key={"endpoint_name": {"S": wf.ENDPOINT}}
+    )
+
+
+def assert_rolled_back(rollout: wf.RolloutWorkflow, result: dict[str, Any], error: str) -> None:
+    """The rollout failed with RolledBack, the endpoint serves the old config, pointer and lease are clean."""
+    assert result["status"] == "FAILED", result
+    assert result["error"] == "RolledBack" and result["cause"].startswith(error), result
+    described = endpoint()
+    assert described["EndpointStatus"] == "InService"
+    assert described["EndpointConfigName"] == "manga-chat-v6-config"
+    assert [v["VariantName"] for v in described["ProductionVariants"]] == ["primary"]
+    assert pointer()["endpoint_config_name"] == "manga-chat-v6-config"
+    lease = boto3.client("dynamodb").get_item(TableName=rollout.lease_table, Key={"endpoint_name": {"S": wf.ENDPOINT}})
+    assert "Item" not in lease
+    records = AuditTable(rollout.audit_table).list(wf.ENDPOINT)
+    assert [(r.action, r.outcome) for r in records][-1] == ("rollback", "applied")
+    assert error in records[-1].reason
+
+
+def test_reject_at_an_approval_rolls_back_to_the_old_model(rollout: wf.RolloutWorkflow) -> None:
+    request = rollout_request(approval_steps=[25])
+    with wf.traffic(canary=HEALTHY, primary=HEALTHY):
+        execution = wf.start(rollout.rollout_arn, request, name=request["rollout_id"])
+        page = wf.submit(wf.approval_link(rollout, "reject", execution), caller="arn:aws:iam::123456789012:user/kenji")
+        result = wf.wait(execution, timeout_s=60)
+
+    assert page["statusCode"] == 200 and "rejected by arn:aws:iam::123456789012:user/kenji" in page["body"]
+    assert_rolled_back(rollout, result, "RolloutRejected")
+    # Who decided is recorded with the (now used) approval.
+    [used] = boto3.client("dynamodb").scan(TableName=rollout.approval_table)["Items"]
+    assert (used["status"]["S"], used["decision"]["S"]) == ("used", "reject")
+    assert used["decided_by"]["S"] == "arn:aws:iam::123456789012:user/kenji"
+    assert "Promote" not in wf.state_history(execution)
+
+
+def test_analysis_failing_at_25_percent_rolls_back_without_a_human(rollout: wf.RolloutWorkflow) -> None:
+    request = rollout_request(approval_steps=[100])
+
+    def canary(weight: float) -> dict[str, Any]:  # a bug that shows only under more load
+        return HEALTHY | {"errors": 6} if weight >= 25 else HEALTHY
+
+    with wf.traffic(canary=canary, primary=HEALTHY):
+        execution = wf.start(rollout.rollout_arn, request, name=request["rollout_id"])
+        result = wf.wait(execution, timeout_s=60)
+
+    assert_rolled_back(rollout, result, "CanaryAnalysisFailed")
+    assert "error rate" in result["cause"]
+    history = wf.state_history(execution)
+    # Two steps (5 %, 25 %) were set; an inconclusive bake on a busy machine may add an Analyse.
+    assert history.count("SetWeights") == 2 and "RequestApproval" not in history
+
+
+def test_approval_timeout_rolls_back(rollout: wf.RolloutWorkflow) -> None:
+    request = rollout_request(approval_steps=[5], approval={"timeout_seconds": 3, "heartbeat_seconds": 2})
+    with wf.traffic(canary=HEALTHY, primary=HEALTHY):
+        execution = wf.start(rollout.rollout_arn, request, name=request["rollout_id"])
+        link = wf.approval_link(rollout, "approve", execution)
+        result = wf.wait(execution, timeout_s=60)
+
+    assert result["cause"].startswith(("States.HeartbeatTimeout", "States.Timeout")), result
+    assert_rolled_back(rollout, result, "States.")
+    # The link of a rollout that moved on is refused, not silently accepted.
+    late = wf.submit(link)
+    assert late["statusCode"] == 410, late["body"]
+
+
+def test_in_service_timeout_rolls_back(rollout: wf.RolloutWorkflow, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The canary takes longer to deploy than the rollout allows.
+    monkeypatch.setattr(emulated_sagemaker.behaviour, "update_seconds", 4)
+    request = rollout_request(in_service={"first_wait_seconds": 1, "max_wait_seconds": 1, "timeout_seconds": 2})
+    execution = wf.start(rollout.rollout_arn, request, name=request["rollout_id"])
+    result = wf.wait(execution, timeout_s=60)
+
+    assert_rolled_back(rollout, result, "InServiceTimeout")
+    assert "SetWeights" not in wf.state_history(execution)
+
+
+def test_bad_input_fails_fast_and_touches_nothing(rollout: wf.RolloutWorkflow) -> None:
+    request = rollout_request(canary={"instance_type": "g5.2xlarge"}, approval={"timeout_seconds": 0})
+    request["model"] = {k: v for k, v in request["model"].items() if k != "image_uri"}
+    execution = wf.start(rollout.rollout_arn, request, name=request["rollout_id"])
+    result = wf.wait(execution, timeout_s=30)
+
+    assert result["status"] == "FAILED" and result["error"] == "RolloutInputError"
+    # What the operator reads: every problem at once.
+    for problem in ("model.image_uri: Field required", "canary.instance_type", "approval.timeout_seconds"):
+        assert problem in result["cause"], result["cause"]
+    assert wf.state_history(execution) == ["Validate", "Refused"]
+    sagemaker = boto3.client("sagemaker")
+    assert [m["ModelName"] for m in sagemaker.list_models()["Models"]] == ["manga-chat-v6-model"]
+    assert [c["EndpointConfigName"] for c in sagemaker.list_endpoint_configs()["EndpointConfigs"]] == [
+        "manga-chat-v6-config"
+    ]
+    assert boto3.client("dynamodb").scan(TableName=rollout.lease_table)["Items"] == []
+    assert AuditTable(rollout.audit_table).list(wf.ENDPOINT) == []
+
+
+def test_a_dry_run_plans_and_audits_but_changes_nothing(rollout: wf.RolloutWorkflow) -> None:
+    request = rollout_request(dry_run=True)
+    result = wf.wait(wf.start(rollout.rollout_arn, request, name=request["rollout_id"]), timeout_s=30)
+
+    assert result["status"] == "SUCCEEDED", result
+    [record] = AuditTable(rollout.audit_table).list(wf.ENDPOINT)
+    assert (record.action, record.outcome, record.dry_run) == ("rollout-plan", "planned", True)
+    assert [m["ModelName"] for m in boto3.client("sagemaker").list_models()["Models"]] == ["manga-chat-v6-model"]
+    assert endpoint()["EndpointConfigName"] == "manga-chat-v6-config"
+
+
+def test_an_engaged_kill_switch_refuses_to_start(rollout: wf.RolloutWorkflow) -> None:
+    parameter = rollout.environment["KILL_SWITCH_PARAMETER"]
+    boto3.client("ssm").put_parameter(Name=parameter, Value="engaged", Type="String", Overwrite=True)
+    request = rollout_request()
+    result = wf.wait(wf.start(rollout.rollout_arn, request, name=request["rollout_id"]), timeout_s=30)
+
+    assert (result["status"], result["error"]) == ("FAILED", "KillSwitchEngagedError"), result
+    assert "release it to start a rollout" in result["cause"]
+    assert endpoint()["EndpointConfigName"] == "manga-chat-v6-config"
+
+
+def test_a_second_writer_is_refused_while_the_lease_is_held(rollout: wf.RolloutWorkflow) -> None:
+    assert EndpointLease(rollout.lease_table).acquire(wf.ENDPOINT, "alarm_responder/x", 600, datetime.now(UTC))
+    request = rollout_request()
+    result = wf.wait(wf.start(rollout.rollout_arn, request, name=request["rollout_id"]), timeout_s=30)
+
+    assert result["status"] == "FAILED" and result["error"] == "EndpointBusy", result
+    assert endpoint()["EndpointConfigName"] == "manga-chat-v6-config"
+
+
+@pytest.mark.parametrize("same_input", [True, False])
+def test_execution_names_are_idempotent_per_rollout_id(
+    rollout: wf.RolloutWorkflow, same_input: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(emulated_sagemaker.behaviour, "update_seconds", 30)  # keep the first run busy
+    request = rollout_request()
+    first = wf.start(rollout.rollout_arn, request, name=request["rollout_id"])
+    try:
+        again = rollout_request() if same_input else rollout_request(bake_seconds=2)
+        if same_input:  # Step Functions answers the same execution for the same name and input
+            assert wf.start(rollout.rollout_arn, again, name=request["rollout_id"]) == first
+        else:
+            with pytest.raises(boto3.client("stepfunctions").exceptions.ExecutionAlreadyExists):
+                wf.start(rollout.rollout_arn, again, name=request["rollout_id"])
+    finally:
+        boto3.client("stepfunctions").stop_execution(executionArn=first)
+
+
+def test_approval_links_are_single_use_cannot_be_forged_and_never_logged(
+    rollout: wf.RolloutWorkflow, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    request = rollout_request(approval_steps=[5], steps=[5, 100])
+    with wf.traffic(canary=HEALTHY, primary=HEALTHY):
+        execution = wf.start(rollout.rollout_arn, request, name=request["rollout_id"])
+        link = wf.approval_link(rollout, "approve", execution)
+        [stored] = boto3.client("dynamodb").scan(TableName=rollout.approval_table)["Items"]
+        token = stored["task_token"]["S"]
+
+        # A mail scanner (or the approver) opening the link changes nothing: it only shows a form.
+        page = wf.open_link(link)
+        assert page["statusCode"] == 200 and "<form method='post'>" in page["body"]
+        assert wf.open_link(link)["statusCode"] == 200
+        # A request without an IAM identity is refused before anything is consumed.
+        assert wf.submit(link, caller=None)["statusCode"] == 403
+        # Forged ids: well-formed but unknown, and malformed.
+        forged = link.replace(link.split("id=")[1].split("&")[0], new_approval_id())
+        assert wf.submit(forged)["statusCode"] == 404
+        assert wf.submit(link.replace("id=", "id=x"))["statusCode"] == 400
+
+        assert wf.submit(link)["statusCode"] == 200
+        again = wf.submit(link, caller="arn:aws:iam::123456789012:user/mallory")
+        result = wf.wait(execution, timeout_s=60)
+
+    assert again["statusCode"] == 409 and "already used" in again["body"] and "ayumi" in again["body"]
+    assert result["status"] == "SUCCEEDED", result
+    # The link carries the approval id, never the token; neither the token nor the id reaches the logs.
+    assert token not in link
+    captured = capsys.readouterr()
+    logged = captured.out + captured.err + caplog.text
+    assert "approval decided" in logged
+    assert token not in logged and link.split("id=")[1].split("&")[0] not in logged

@@ -1,0 +1,187 @@
+"""The rollback executed from ``statemachines/rollback.asl.json`` on the moto server, on its own.
+
+Emulated by this project (see ``conftest.py``): SageMaker UpdateEndpoint and its Updating -> InService
+transitions, variant weight 0, Lambda tasks running the real handlers. The rollout's own use of the
+rollback is covered in ``test_canary_rollout.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+
+from devtools import rollout_workflow as wf
+from fleetops.aws.audit_table import AuditTable
+from fleetops.aws.lease import EndpointLease
+
+OLD_CONFIG = "manga-chat-v6-config"
+NEW_CONFIG = "manga-chat-v7-canary"
+POINTER = f"{wf.POINTER_PREFIX}/{wf.ENDPOINT}"
+
+
+def mid_rollout(canary_weight: float = 25.0) -> None:
+    """The endpoint as a rollout leaves it: primary + canary serving v7 at ``canary_weight`` percent."""
+    sagemaker = boto3.client("sagemaker")
+    sagemaker.create_model(ModelName="manga-chat-v7-model", ExecutionRoleArn=wf.ROLE, PrimaryContainer={"Image": "v7"})
+    variants: Any = [
+        {
+            "VariantName": wf.PRIMARY,
+            "ModelName": "manga-chat-v6-model",
+            "InstanceType": wf.INSTANCE_TYPE,
+            "InitialInstanceCount": 2,
+            "InitialVariantWeight": 100.0 - canary_weight,
+        },
+        {
+            "VariantName": "canary",
+            "ModelName": "manga-chat-v7-model",
+            "InstanceType": wf.INSTANCE_TYPE,
+            "InitialInstanceCount": 1,
+            "InitialVariantWeight": canary_weight,
+        },
+    ]
+    sagemaker.create_endpoint_config(EndpointConfigName=NEW_CONFIG, ProductionVariants=variants)
+    sagemaker.update_endpoint(EndpointName=wf.ENDPOINT, EndpointConfigName=NEW_CONFIG)
+    wait_in_service()
+
+
+def wait_in_service() -> dict[str, Any]:
+    sagemaker = boto3.client("sagemaker")
+    for _ in range(100):
+        described = sagemaker.describe_endpoint(EndpointName=wf.ENDPOINT)
+        if described["EndpointStatus"] == "InService":
+            return dict(described)
+        time.sleep(0.1)
+    raise TimeoutError("endpoint never settled")
+
+
+def rollback_input(**changes: Any) -> dict[str, Any]:
+    request: dict[str, Any] = {
+        "endpoint_name": wf.ENDPOINT,
+        "rollback_id": "ops-1",
+        "target_endpoint_config_name": OLD_CONFIG,
+        "canary_variant_name": "canary",
+        "reason": "p95 TTFT alarm on the canary",
+        "requested_by": "arn:aws:iam::123456789012:user/ayumi",
+        "in_service": {"first_wait_seconds": 1, "max_wait_seconds": 1, "timeout_seconds": 10},
+    }
+    return request | changes
+
+
+def test_rollback_restores_the_previous_config_and_running_it_twice_is_safe(rollout: wf.RolloutWorkflow) -> None:
+    mid_rollout()
+
+    first = wf.wait(wf.start(rollout.rollback_arn, rollback_input(), name="ops-1"), timeout_s=60)
+    second = wf.wait(wf.start(rollout.rollback_arn, rollback_input(rollback_id="ops-2"), name="ops-2"), timeout_s=60)
+
+    assert first["status"] == "SUCCEEDED", first
+    assert second["status"] == "SUCCEEDED", second
+    history = wf.state_history(first["executionArn"])
+    # Canary weight to 0 first (fast), then the previous config back.
+    assert history.index("ZeroCanary") < history.index("RestoreConfig")
+    again = wf.state_history(second["executionArn"])
+    assert "ZeroCanary" not in again and "RestoreConfig" not in again  # nothing left to do
+    described = wait_in_service()
+    assert described["EndpointConfigName"] == OLD_CONFIG
+    assert [v["VariantName"] for v in described["ProductionVariants"]] == [wf.PRIMARY]
+    records = AuditTable(rollout.audit_table).list(wf.ENDPOINT)
+    assert [(r.actor, r.action, r.outcome) for r in records] == [("rollback", "rollback", "applied")] * 2
+    assert records[0].reason == "p95 TTFT alarm on the canary"
+    assert records[0].trigger == "arn:aws:iam::123456789012:user/ayumi"
+    subjects = [n["Subject"] for n in wf.notifications(rollout, wait_s=2)]
+    assert subjects.count("Rolled back manga-chat") >= 1
+    assert boto3.client("dynamodb").scan(TableName=rollout.lease_table)["Items"] == []
+
+
+def test_operator_rollback_without_a_target_uses_the_model_pointer(rollout: wf.RolloutWorkflow) -> None:
+    mid_rollout(canary_weight=100.0)  # as if promoted: the new config serves everything
+    pointer = {
+        "model": "manga-llama",
+        "version": "v7",
+        "sagemaker_model": "manga-chat-v7-model",
+        "endpoint_config_name": NEW_CONFIG,
+        "rollout_id": "v7",
+        "previous_endpoint_config_name": OLD_CONFIG,
+        "previous_version": "v6",
+    }
+    boto3.client("ssm").put_parameter(Name=POINTER, Value=json.dumps(pointer), Type="String", Overwrite=True)
+    request = {
+        "endpoint_name": wf.ENDPOINT,
+        "rollback_id": "ops-3",
+        "canary_variant_name": "canary",
+        "in_service": {"first_wait_seconds": 1, "max_wait_seconds": 1, "timeout_seconds": 10},
+    }
+
+    result = wf.wait(wf.start(rollout.rollback_arn, request, name="ops-3"), timeout_s=60)
+
+    assert result["status"] == "SUCCEEDED", result
+    assert wait_in_service()["EndpointConfigName"] == OLD_CONFIG
+    restored = json.loads(boto3.client("ssm").get_parameter(Name=POINTER)["Parameter"]["Value"])
+    assert (restored["endpoint_config_name"], restored["version"]) == (OLD_CONFIG, "v6")
+
+
+def test_rollback_without_target_or_pointer_fails_with_a_clear_error_and_changes_nothing(
+    rollout: wf.RolloutWorkflow,
+) -> None:
+    mid_rollout()
+    request = {"endpoint_name": wf.ENDPOINT, "rollback_id": "ops-4"}
+
+    result = wf.wait(wf.start(rollout.rollback_arn, request, name="ops-4"), timeout_s=30)
+
+    assert result["status"] == "FAILED" and result["error"] == "RollbackInputError", result
+    assert "names no previous config" in result["cause"]
+    assert wait_in_service()["EndpointConfigName"] == NEW_CONFIG
+    [note] = wf.notifications(rollout, wait_s=2)
+    assert note["Subject"] == "Rollback FAILED: operator action needed"
+
+
+def test_rollback_refuses_while_another_writer_holds_the_lease(rollout: wf.RolloutWorkflow) -> None:
+    mid_rollout()
+    assert EndpointLease(rollout.lease_table).acquire(wf.ENDPOINT, "alarm_responder/x", 600, datetime.now(UTC))
+
+    result = wf.wait(wf.start(rollout.rollback_arn, rollback_input(), name="ops-5"), timeout_s=30)
+
+    assert result["status"] == "FAILED", result
+    assert "ConditionalCheckFailed" in result["error"] + result["cause"], result
+    assert wait_in_service()["EndpointConfigName"] == NEW_CONFIG
+
+
+def test_the_responders_rollback_aborts_the_rollout_in_flight_and_never_undoes_a_promotion(
+    rollout: wf.RolloutWorkflow,
+) -> None:
+    live = {
+        "model": "manga-llama",
+        "version": "v6",
+        "sagemaker_model": "manga-chat-v6-model",
+        "endpoint_config_name": OLD_CONFIG,
+        "rollout_id": "v6",
+        "previous_endpoint_config_name": "manga-chat-v5-config",
+        "previous_version": "v5",
+    }
+    boto3.client("ssm").put_parameter(Name=POINTER, Value=json.dumps(live), Type="String", Overwrite=True)
+    mid_rollout()  # v7 canary at 25 %, not promoted: the pointer still names v6's config
+    # What the alarm responder sends (fleetops.aws.rollback_workflow): no target, abort_only.
+    request = {
+        "endpoint_name": wf.ENDPOINT,
+        "rollback_id": "oom-canary-1",
+        "canary_variant_name": "canary",
+        "abort_only": True,
+        "reason": "OomCaught on the canary",
+        "requested_by": "alarm_responder",
+        "in_service": {"first_wait_seconds": 1, "max_wait_seconds": 1, "timeout_seconds": 10},
+    }
+
+    first = wf.wait(wf.start(rollout.rollback_arn, request, name="oom-canary-1"), timeout_s=60)
+    assert first["status"] == "SUCCEEDED", first
+    assert wait_in_service()["EndpointConfigName"] == OLD_CONFIG
+    assert json.loads(boto3.client("ssm").get_parameter(Name=POINTER)["Parameter"]["Value"]) == live
+
+    # A second canary alarm after the rollback must not walk the fleet back to v5.
+    second = {**request, "rollback_id": "ttft-canary-2"}
+    again = wf.wait(wf.start(rollout.rollback_arn, second, name="ttft-canary-2"), timeout_s=60)
+    assert again["status"] == "SUCCEEDED", again
+    assert "RestoreConfig" not in wf.state_history(again["executionArn"])
+    assert wait_in_service()["EndpointConfigName"] == OLD_CONFIG

@@ -1,0 +1,138 @@
+"""Rollout requests and plans: validation, weights per step, promotion variant, polling schedule."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from fleetops.rollout.plan import (
+    EndpointNotReadyForRolloutError,
+    EndpointSnapshot,
+    InServiceSettings,
+    Pointer,
+    RolloutInputError,
+    RolloutPlan,
+    VariantSnapshot,
+    build_plan,
+    parse_request,
+)
+from fleetops.tables import REGISTRY_PK, REGISTRY_SK
+from tests.conftest import load_event
+
+NOW = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
+
+
+def request(**changes: Any) -> dict[str, Any]:
+    base: dict[str, Any] = load_event("rollout_validate")["request"]
+    return base | changes
+
+
+def snapshot(status: str = "InService", variants: tuple[VariantSnapshot, ...] | None = None) -> EndpointSnapshot:
+    primary = VariantSnapshot(
+        variant_name="primary", model_name="v6-model", instance_type="ml.g5.2xlarge", instance_count=3, weight=1.0
+    )
+    return EndpointSnapshot(
+        endpoint_name="manga-chat", status=status, endpoint_config_name="v6-config", variants=variants or (primary,)
+    )
+
+
+def plan(**changes: Any) -> RolloutPlan:
+    return build_plan(parse_request(request(**changes)), snapshot(), NOW, "/stack/models/manga-chat", None)
+
+
+def test_the_sample_request_plans_five_steps_with_approval_at_50_and_100() -> None:
+    p = plan()
+    assert [s.weight for s in p.steps] == [5, 25, 50, 75, 100]
+    assert [s.approval for s in p.steps] == [False, False, True, False, True]
+    assert all(s.bake_seconds == 900 for s in p.steps)
+    assert p.step_count == 5 and p.lease_holder == "canary_rollout/llama-q4-v7"
+
+
+def test_each_step_moves_traffic_from_the_current_variants_to_the_canary() -> None:
+    weights = {s.weight: {w["VariantName"]: w["DesiredWeight"] for w in s.weights} for s in plan().steps}
+    assert weights[5] == {"primary": 95.0, "canary": 5.0}
+    assert weights[100] == {"primary": 0.0, "canary": 100.0}
+
+
+def test_the_canary_config_adds_the_canary_at_weight_zero_next_to_the_current_variants() -> None:
+    p = plan()
+    assert [v["VariantName"] for v in p.canary_variants] == ["primary", "canary"]
+    assert p.canary_variants[1]["InitialVariantWeight"] == 0.0
+    assert p.canary_variants[1]["ModelName"] == p.model_name == "manga-chat-llama-q4-v7-model"
+
+
+def test_promotion_keeps_the_baseline_variant_name_and_capacity_with_the_new_model() -> None:
+    [final] = plan().final_variants
+    assert final == {
+        "VariantName": "primary",
+        "ModelName": "manga-chat-llama-q4-v7-model",
+        "InstanceType": "ml.g5.2xlarge",
+        "InitialInstanceCount": 3,
+        "InitialVariantWeight": 1.0,
+    }
+
+
+def test_adapters_reach_the_container_as_lora_modules_and_weights_as_model_data() -> None:
+    container = plan().create_model["PrimaryContainer"]
+    assert container["Environment"]["LORA_MODULES"] == "shonen-voice=s3://manga-llm-artifacts/adapters/shonen-voice/v3/"
+    assert container["ModelDataUrl"].endswith("model.tar.gz")
+
+
+def test_pointer_and_registry_row_name_the_new_version_and_remember_the_previous_config() -> None:
+    current = Pointer(model="manga-llama", version="v6", sagemaker_model="m6", endpoint_config_name="v6-config")
+    p = build_plan(parse_request(request()), snapshot(), NOW, "/stack/models/manga-chat", current)
+    assert (p.new_pointer.version, p.new_pointer.previous_version) == ("v7", "v6")
+    assert p.new_pointer.previous_endpoint_config_name == "v6-config"
+    assert Pointer.model_validate_json(p.previous_pointer_json) == current
+    assert p.registry_item[REGISTRY_PK] == {"S": "manga-llama"} and p.registry_item[REGISTRY_SK] == {"S": "v7"}
+
+
+def test_the_lease_outlives_every_bake_and_approval_the_plan_can_take() -> None:
+    p = plan()
+    worst = 2 * 86400 + 5 * 900 * 3
+    assert p.lease_expires_at - p.now_epoch > worst
+    assert p.now_epoch == int(NOW.timestamp())
+
+
+def test_polling_waits_double_up_to_the_cap_and_cover_the_timeout() -> None:
+    assert InServiceSettings(first_wait_seconds=30, max_wait_seconds=120, timeout_seconds=600).waits() == [
+        30, 60, 120, 120, 120, 120, 120
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"steps": [25, 5, 100]}, "steps must strictly increase"),
+        ({"steps": [5, 50]}, "the last step must be 100"),
+        ({"approval_steps": [30]}, "approval_steps [30] are not steps"),
+        ({"endpoint_name": "e" * 30, "rollout_id": "x" * 40}, "too long for SageMaker names"),
+        ({"rollout_id": "has space"}, "rollout_id: String should match pattern"),
+        ({"approval": {"timeout_seconds": 60, "heartbeat_seconds": 120}}, "heartbeat_seconds must not exceed"),
+    ],
+)
+def test_bad_requests_are_refused_with_the_problem_named(changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(RolloutInputError, match="invalid rollout request") as raised:
+        parse_request(request(**changes))
+    assert message in str(raised.value)
+
+
+def test_every_field_problem_is_listed_at_once() -> None:
+    bad = request(canary={"instance_type": "g5", "instance_count": 0}, bake_seconds=-1)
+    with pytest.raises(RolloutInputError) as raised:
+        parse_request(bad)
+    text = str(raised.value)
+    assert "canary.instance_type" in text and "canary.instance_count" in text and "bake_seconds" in text
+
+
+def test_an_endpoint_that_is_updating_or_already_has_a_canary_cannot_start_a_rollout() -> None:
+    parsed = parse_request(request())
+    with pytest.raises(EndpointNotReadyForRolloutError, match="is Updating"):
+        build_plan(parsed, snapshot(status="Updating"), NOW, "/p", None)
+    canary = VariantSnapshot(
+        variant_name="canary", model_name="x", instance_type="ml.g5.2xlarge", instance_count=1, weight=0
+    )
+    with pytest.raises(EndpointNotReadyForRolloutError, match="roll back first"):
+        build_plan(parsed, snapshot(variants=(*snapshot().variants, canary)), NOW, "/p", None)

@@ -1,0 +1,99 @@
+"""Rollback decisions: wait, canary weight to 0, previous config back, finish; targets from input or pointer."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from fleetops.rollout.plan import EndpointSnapshot, InServiceSettings, Pointer, VariantSnapshot
+from fleetops.rollout.rollback import (
+    EndpointNotSettledError,
+    RollbackInputError,
+    RollbackRequest,
+    next_step,
+    resolve_target,
+)
+from tests.conftest import load_event
+
+NOW = datetime(2026, 11, 21, 9, 40, tzinfo=UTC)
+
+
+def variant(name: str, weight: float) -> VariantSnapshot:
+    return VariantSnapshot(
+        variant_name=name, model_name=f"{name}-m", instance_type="ml.g5.2xlarge", instance_count=1, weight=weight
+    )
+
+
+def endpoint(config: str, *variants: VariantSnapshot, status: str = "InService") -> EndpointSnapshot:
+    return EndpointSnapshot(endpoint_name="manga-chat", status=status, endpoint_config_name=config, variants=variants)
+
+
+REQUEST = RollbackRequest.model_validate(load_event("rollback_plan")["request"])
+OLD = "manga-chat-v6-config"
+
+
+def test_traffic_leaves_the_canary_first_then_the_previous_config_comes_back_then_finish() -> None:
+    mid = endpoint("new", variant("primary", 75), variant("canary", 25))
+    step = next_step(REQUEST, mid, OLD, None, NOW)
+    assert step.action == "zero_canary"
+    assert step.zero_weights == (
+        {"VariantName": "primary", "DesiredWeight": 75},
+        {"VariantName": "canary", "DesiredWeight": 0.0},
+    )
+    assert next_step(REQUEST, endpoint("new", variant("primary", 75), variant("canary", 0)), OLD, None, NOW).action == (
+        "restore_config"
+    )
+    assert next_step(REQUEST, endpoint(OLD, variant("primary", 1)), OLD, None, NOW).action == "finish"
+
+
+def test_at_100_percent_the_old_variants_get_the_traffic_back() -> None:
+    step = next_step(REQUEST, endpoint("new", variant("primary", 0), variant("canary", 100)), OLD, None, NOW)
+    assert step.zero_weights[0] == {"VariantName": "primary", "DesiredWeight": 1.0}
+
+
+def test_an_updating_endpoint_is_waited_for_on_the_schedule_then_given_up_on() -> None:
+    request = REQUEST.model_copy(
+        update={"in_service": InServiceSettings(first_wait_seconds=2, max_wait_seconds=4, timeout_seconds=6)}
+    )
+    updating = endpoint("new", variant("primary", 1), status="Updating")
+    waits = [
+        next_step(request.model_copy(update={"attempt": n}), updating, OLD, None, NOW).wait_seconds for n in range(2)
+    ]
+    assert waits == [2, 4]
+    with pytest.raises(EndpointNotSettledError, match="still Updating after 6 s"):
+        next_step(request.model_copy(update={"attempt": 2}), updating, OLD, None, NOW)
+
+
+def test_the_rollouts_lease_holder_is_reused_and_an_operator_gets_their_own() -> None:
+    settled = endpoint(OLD, variant("primary", 1))
+    assert next_step(REQUEST, settled, OLD, None, NOW).lease_holder == "canary_rollout/llama-q4-v7"
+    operator = REQUEST.model_copy(update={"lease_holder": None})
+    assert next_step(operator, settled, OLD, None, NOW).lease_holder == "rollback/llama-q4-v7-rollback"
+
+
+def test_the_target_comes_from_the_input_or_else_from_the_pointer() -> None:
+    assert resolve_target(REQUEST, None, "canary-config") == (OLD, None)
+    pointer = Pointer(model="manga-llama", version="v7", sagemaker_model="m7", endpoint_config_name="new",
+                      previous_endpoint_config_name=OLD, previous_version="v6")  # fmt: skip
+    bare = RollbackRequest(endpoint_name="manga-chat", rollback_id="ops")
+    target, restored = resolve_target(bare, pointer, "new")
+    assert target == OLD and restored is not None
+    assert Pointer.model_validate_json(restored).version == "v6"
+    with pytest.raises(RollbackInputError, match="names no previous config"):
+        resolve_target(bare, None, "new")
+
+
+def test_a_rollout_in_flight_goes_back_to_the_config_the_pointer_names() -> None:
+    live = Pointer(model="manga-llama", version="v6", sagemaker_model="m6", endpoint_config_name=OLD)
+    bare = RollbackRequest(endpoint_name="manga-chat", rollback_id="alarm-1", abort_only=True)
+    assert resolve_target(bare, live, "v7-canary-config") == (OLD, None)  # pointer left as it is
+
+
+def test_abort_only_never_undoes_a_promotion() -> None:
+    promoted = Pointer(model="manga-llama", version="v7", sagemaker_model="m7", endpoint_config_name="new",
+                       previous_endpoint_config_name=OLD, previous_version="v6")  # fmt: skip
+    again = RollbackRequest(endpoint_name="manga-chat", rollback_id="alarm-2", abort_only=True)
+    assert resolve_target(again, promoted, "new") == ("new", None)
+    settled = endpoint("new", variant("primary", 1))
+    assert next_step(again, settled, "new", None, NOW).action == "finish"
