@@ -94,6 +94,7 @@ def test_rollback_start_is_idempotent_per_execution_name() -> None:
             "rollback_id": name,
             "reason": "r",
             "requested_by": "alarm_responder",
+            "abort_only": True,
             "canary_variant_name": "canary",
         }
     )
