@@ -63,6 +63,13 @@ def report(plan: Plan) -> None:
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     request = parse_event(event)
-    plan = reconcile(config, dependencies(), request.time, request.trigger, dry_run=request.dry_run or settings.dry_run)
+    plan = reconcile(
+        config,
+        dependencies(),
+        request.time,
+        request.trigger,
+        dry_run=request.dry_run or settings.dry_run,
+        environment=settings.environment_name,
+    )
     report(plan)
     return plan.model_dump(mode="json")

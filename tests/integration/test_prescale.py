@@ -303,3 +303,15 @@ def test_a_variant_without_scalable_target_fails_the_run_after_the_others_are_re
         reconcile(config, deps, now=at("2026-12-03T00:00"), trigger="test", dry_run=False)
 
     assert len(actions()) == 2  # manga-chat-prod was still reconciled
+
+
+def test_a_stack_manages_only_the_endpoints_of_its_environment(deps: PrescaleDeps) -> None:
+    deps.calendar.put("one-piece-1100", ONE_PIECE)
+
+    dev_plan = reconcile(fleet_config(), deps, now=at("2026-12-03T00:00"), trigger="test", dry_run=False,
+                         environment="dev")  # fmt: skip
+    assert dev_plan.variants == [] and actions() == {}  # manga-chat-prod is a prod endpoint
+
+    prod_plan = reconcile(fleet_config(), deps, now=at("2026-12-03T00:00"), trigger="test", dry_run=False,
+                          environment="prod")  # fmt: skip
+    assert len(prod_plan.changes) == 2 and len(actions()) == 2

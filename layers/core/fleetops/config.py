@@ -75,6 +75,13 @@ class FleetConfig(_Strict):
     def endpoint_names(self) -> frozenset[str]:
         return frozenset(e.name for e in self.endpoints)
 
+    def managed_by(self, environment: str | None) -> tuple[EndpointConfig, ...]:
+        """The endpoints a stack of ``environment`` manages (all of them when ``None``).
+
+        One fleet file serves every stack; a dev stack never touches a prod endpoint.
+        """
+        return tuple(e for e in self.endpoints if environment is None or e.environment == environment)
+
 
 def load_fleet_config(path: str | Path) -> FleetConfig:
     """Read and validate ``fleet.yaml``.

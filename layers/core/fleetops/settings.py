@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -20,6 +20,7 @@ class CommonSettings(BaseModel):
     kill_switch_parameter: str = ""
     notification_topic_arn: str = ""
     dry_run: bool = False
+    environment_name: Literal["dev", "prod"] | None = None  # the stack's; None: every endpoint in fleet.yaml
     fleet_config_path: str = "/opt/python/fleet_config/fleet.yaml"
 
     @classmethod

@@ -190,7 +190,14 @@ def _apply_endpoint(
     return done, True
 
 
-def reconcile(config: FleetConfig, deps: PrescaleDeps, now: datetime, trigger: str, dry_run: bool) -> Plan:
+def reconcile(
+    config: FleetConfig,
+    deps: PrescaleDeps,
+    now: datetime,
+    trigger: str,
+    dry_run: bool,
+    environment: str | None = None,
+) -> Plan:
     """Plan every managed endpoint and, unless held back by dry run or the kill switch, apply the plan.
 
     Examples
@@ -206,7 +213,7 @@ def reconcile(config: FleetConfig, deps: PrescaleDeps, now: datetime, trigger: s
     changes: list[Change] = []
     deferred: list[str] = []
     unmanaged: list[str] = []
-    for endpoint in config.endpoints:
+    for endpoint in config.managed_by(environment):
         try:
             plans, planned = plan_endpoint(config, endpoint, entries, now, deps.autoscaling)
         except UnmanagedVariantError as exc:
