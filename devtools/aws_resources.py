@@ -1,11 +1,15 @@
 """Create, on the emulator, the resources that ``template.yaml`` creates on AWS (tests and demo only).
 
-Key schemas come from :mod:`fleetops.tables`, the same source the template follows.
+Key schemas come from :mod:`fleetops.tables`, the same source the template follows. The table and
+inbox helpers here are the only ones: the workflow and remediation stacks build on them.
 """
 
 from __future__ import annotations
 
+import json
+import time
 from dataclasses import dataclass
+from typing import Any, Literal
 
 import boto3
 
@@ -36,28 +40,65 @@ class CoreResources:
         }
 
 
-def _table(name: str, pk: str, sk: str | None = None) -> str:
-    keys = [{"AttributeName": pk, "KeyType": "HASH"}]
-    attrs = [{"AttributeName": pk, "AttributeType": "S"}]
+def create_table(name: str, pk: str, sk: str | None = None) -> str:
+    """An on-demand table keyed by string ``pk`` (and ``sk``), as every table in ``template.yaml`` is.
+
+    Callers pass the key names from :mod:`fleetops.tables`, so the emulated schema cannot drift from
+    the one the code under test reads and writes. Returns ``name``.
+    """
+    keys: list[tuple[str, Literal["HASH", "RANGE"]]] = [(pk, "HASH")]
     if sk:
-        keys.append({"AttributeName": sk, "KeyType": "RANGE"})
-        attrs.append({"AttributeName": sk, "AttributeType": "S"})
+        keys.append((sk, "RANGE"))
     boto3.client("dynamodb").create_table(
         TableName=name,
-        KeySchema=keys,  # type: ignore[arg-type]
-        AttributeDefinitions=attrs,  # type: ignore[arg-type]
+        KeySchema=[{"AttributeName": k, "KeyType": t} for k, t in keys],
+        AttributeDefinitions=[{"AttributeName": k, "AttributeType": "S"} for k, _ in keys],
         BillingMode="PAY_PER_REQUEST",
     )
     return name
+
+
+def create_inbox(topic_arn: str, queue_name: str) -> str:
+    """An SQS queue subscribed to ``topic_arn``; returns its URL.
+
+    Tests and demos read what a topic published from here, as an operator's mail would arrive
+    (the emulator delivers SNS to SQS, not to e-mail).
+    """
+    sqs = boto3.client("sqs")
+    url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    boto3.client("sns").subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=arn)
+    return str(url)
+
+
+def read_inbox(queue_url: str, wait_s: float = 0) -> list[dict[str, Any]]:
+    """The SNS envelopes delivered to an inbox since the last read, oldest batch first.
+
+    Every message read is deleted, so each call returns only what is new. Waits (bounded, polling)
+    up to ``wait_s`` for the first message, because SNS delivers asynchronously.
+    """
+    sqs = boto3.client("sqs")
+    envelopes: list[dict[str, Any]] = []
+    deadline = time.monotonic() + wait_s
+    while True:
+        batch = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get("Messages", [])
+        for message in batch:
+            envelopes.append(json.loads(message["Body"]))
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+        if batch:
+            continue
+        if envelopes or time.monotonic() >= deadline:
+            return envelopes
+        time.sleep(0.2)
 
 
 def create_core_resources(stack: str = "manga-llm-fleet") -> CoreResources:
     parameter = f"/{stack}/automation/kill-switch"
     boto3.client("ssm").put_parameter(Name=parameter, Value=RELEASED, Type="String", Overwrite=True)
     return CoreResources(
-        audit_table=_table(f"{stack}-audit", AUDIT_PK, AUDIT_SK),
-        calendar_table=_table(f"{stack}-calendar", CALENDAR_PK),
-        lease_table=_table(f"{stack}-lease", LEASE_PK),
+        audit_table=create_table(f"{stack}-audit", AUDIT_PK, AUDIT_SK),
+        calendar_table=create_table(f"{stack}-calendar", CALENDAR_PK),
+        lease_table=create_table(f"{stack}-lease", LEASE_PK),
         kill_switch_parameter=parameter,
         topic_arn=boto3.client("sns").create_topic(Name=f"{stack}-operations")["TopicArn"],
     )

@@ -8,11 +8,7 @@ project's real handlers through :mod:`devtools.lambda_dispatch`) and the state m
 
 from __future__ import annotations
 
-import io
 import json
-import re
-import time
-import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,17 +18,41 @@ from typing import Any
 import boto3
 
 from devtools import emulator_extensions
-from devtools.aws_resources import create_core_resources
-from devtools.emulator import ACCOUNT_ID, REGION
+from devtools.aws_resources import create_core_resources, create_inbox, create_table
 from devtools.lambda_dispatch import dispatch_lambdas
+from devtools.state_machines import (
+    create_functions,
+    create_role,
+    create_state_machine,
+    read_notifications,
+    start,
+    state_history,
+    wait,
+)
 from fleetops.tables import REGISTRY_PK, REGISTRY_SK
+
+# state_history comes from devtools.state_machines and is part of this module's API.
+__all__ = [
+    "ARTIFACT_BUCKET",
+    "ARTIFACT_ROOT",
+    "ASL",
+    "FUNCTIONS",
+    "LLAMA_FILES",
+    "REPO",
+    "ImportWorkflow",
+    "deploy",
+    "handlers",
+    "notifications",
+    "run",
+    "state_history",
+    "upload_artifacts",
+]
 
 REPO = Path(__file__).resolve().parents[1]
 ASL = REPO / "statemachines" / "bedrock_import.asl.json"
 ARTIFACT_BUCKET = "manga-llm-fleet-artifacts"  # the bucket events/bedrock_validate_artifacts.json names
 ARTIFACT_ROOT = f"s3://{ARTIFACT_BUCKET}/bedrock-imports/"
 FUNCTIONS = {"bedrock-validate-artifacts": "bedrock_validate_artifacts", "bedrock-smoke-test": "bedrock_smoke_test"}
-_PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
 
 #: A minimal Llama-class Hugging Face folder (sizes in bytes); the weights are placeholders, not a model.
 LLAMA_FILES: dict[str, bytes] = {
@@ -53,14 +73,6 @@ class ImportWorkflow:
     environment: dict[str, str]
 
 
-def render(asl_text: str, substitutions: dict[str, str]) -> str:
-    """Replace every ``${X}``; a placeholder without a value is an error, as in CloudFormation."""
-    missing = sorted(set(_PLACEHOLDER.findall(asl_text)) - substitutions.keys())
-    if missing:
-        raise KeyError(f"no substitution for {missing}")
-    return _PLACEHOLDER.sub(lambda m: substitutions[m.group(1)], asl_text)
-
-
 def upload_artifacts(prefix: str, files: dict[str, bytes]) -> str:
     """Put a model folder under the artifact root; returns its ``s3://`` URI."""
     s3 = boto3.client("s3")
@@ -69,65 +81,26 @@ def upload_artifacts(prefix: str, files: dict[str, bytes]) -> str:
     return f"{ARTIFACT_ROOT}{prefix}"
 
 
-def _zip() -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("app.py", "# the emulator dispatches to functions/<folder>/app.py\n")
-    return buffer.getvalue()
-
-
 def deploy() -> ImportWorkflow:
     """Create the workflow's resources on the (freshly reset) emulator."""
     emulator_extensions.install()
     core = create_core_resources()
     boto3.client("s3").create_bucket(Bucket=ARTIFACT_BUCKET)
-    registry = "manga-llm-fleet-model-registry"
-    boto3.client("dynamodb").create_table(
-        TableName=registry,
-        KeySchema=[
-            {"AttributeName": REGISTRY_PK, "KeyType": "HASH"},
-            {"AttributeName": REGISTRY_SK, "KeyType": "RANGE"},
-        ],
-        AttributeDefinitions=[
-            {"AttributeName": REGISTRY_PK, "AttributeType": "S"},
-            {"AttributeName": REGISTRY_SK, "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    iam = boto3.client("iam")
-    trust = json.dumps({"Version": "2012-10-17", "Statement": []})
-    lambda_role = iam.create_role(RoleName="bedrock-import-functions", AssumeRolePolicyDocument=trust)["Role"]["Arn"]
-    import_role = iam.create_role(RoleName="bedrock-import", AssumeRolePolicyDocument=trust)["Role"]["Arn"]
-    sfn_role = iam.create_role(RoleName="bedrock-import-states", AssumeRolePolicyDocument=trust)["Role"]["Arn"]
-    awslambda = boto3.client("lambda")
-    arns = {
-        name: awslambda.create_function(
-            FunctionName=name,
-            Runtime="python3.13",
-            Role=lambda_role,
-            Handler="app.lambda_handler",
-            Code={"ZipFile": _zip()},
-        )["FunctionArn"]
-        for name in FUNCTIONS
-    }
-    definition = render(
-        ASL.read_text(),
+    registry = create_table("manga-llm-fleet-model-registry", REGISTRY_PK, REGISTRY_SK)
+    arns = create_functions(FUNCTIONS, create_role("bedrock-import-functions"))
+    machine = create_state_machine(
+        "bedrock-import",
+        ASL,
         {
             "ValidateArtifactsFunctionArn": arns["bedrock-validate-artifacts"],
             "SmokeTestFunctionArn": arns["bedrock-smoke-test"],
-            "ImportRoleArn": import_role,
+            "ImportRoleArn": create_role("bedrock-import"),
             "ModelRegistryTableName": registry,
             "OperationsTopicArn": core.topic_arn,
         },
+        create_role("bedrock-import-states"),
     )
-    machine = boto3.client("stepfunctions").create_state_machine(
-        name="bedrock-import", definition=definition, roleArn=sfn_role
-    )["stateMachineArn"]
-    # Notifications are read back through an SQS subscription, as an operator's mail would arrive.
-    sqs = boto3.client("sqs")
-    queue_url = sqs.create_queue(QueueName="operations-inbox")["QueueUrl"]
-    queue_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT_ID}:operations-inbox"
-    boto3.client("sns").subscribe(TopicArn=core.topic_arn, Protocol="sqs", Endpoint=queue_arn)
+    queue_url = create_inbox(core.topic_arn, "operations-inbox")
     env = core.environment() | {"ARTIFACT_ROOT": ARTIFACT_ROOT}
     return ImportWorkflow(machine, registry, core.topic_arn, queue_url, env)
 
@@ -143,33 +116,10 @@ def run(
     workflow: ImportWorkflow, request: dict[str, Any], *, name: str | None = None, timeout_s: float = 60
 ) -> dict[str, Any]:
     """Start an execution (named after the import id, as operators do) and wait for it to end."""
-    sfn = boto3.client("stepfunctions")
-    execution = sfn.start_execution(
-        stateMachineArn=workflow.state_machine_arn,
-        name=name or str(request.get("import_id", "import")),
-        input=json.dumps(request),
-    )["executionArn"]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        described = sfn.describe_execution(executionArn=execution)
-        if described["status"] != "RUNNING":
-            return dict(described)
-        time.sleep(0.2)
-    raise TimeoutError(f"execution {execution} still RUNNING after {timeout_s}s")
-
-
-def state_history(execution_arn: str) -> list[str]:
-    """Names of the states entered, in order."""
-    events = boto3.client("stepfunctions").get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
-    return [e["stateEnteredEventDetails"]["name"] for e in events if "stateEnteredEventDetails" in e]
+    execution = start(workflow.state_machine_arn, request, name or str(request.get("import_id", "import")))
+    return wait(execution, timeout_s)
 
 
 def notifications(workflow: ImportWorkflow) -> list[dict[str, str]]:
-    """SNS messages (Subject, Message) delivered so far to the operations topic."""
-    sqs = boto3.client("sqs")
-    received = sqs.receive_message(QueueUrl=workflow.notifications_queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
-    out = []
-    for message in received.get("Messages", []):
-        body = json.loads(message["Body"])
-        out.append({"Subject": body.get("Subject", ""), "Message": body["Message"]})
-    return out
+    """SNS messages (Subject, Message) delivered to the operations topic since the last call."""
+    return read_notifications(workflow.notifications_queue_url)

@@ -8,7 +8,6 @@ and an endpoint with the given variants registered with Application Auto Scaling
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import sys
 from collections.abc import Iterator
@@ -18,25 +17,20 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import boto3
-
-from devtools.aws_resources import CoreResources, create_core_resources, create_endpoint
+from devtools.aws_resources import (
+    CoreResources,
+    create_core_resources,
+    create_endpoint,
+    create_inbox,
+    create_table,
+    read_inbox,
+)
 from fleetops.metrics import NAMESPACE
 from fleetops.tables import IDEMPOTENCY_PK, REMEDIATION_STATE_PK
 
 REPO = Path(__file__).resolve().parents[1]
 PLAYBOOK = REPO / "layers/core/fleet_config/playbook.yaml"
 HANDLER = REPO / "functions/alarm_responder/app.py"
-
-
-def _hash_table(name: str, pk: str) -> str:
-    boto3.client("dynamodb").create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": pk, "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": pk, "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    return name
 
 
 @dataclass
@@ -69,16 +63,7 @@ class RemediationStack:
 
     def notifications(self) -> list[dict[str, Any]]:
         """Messages the operations topic delivered since the last call (SNS -> SQS inbox)."""
-        sqs = boto3.client("sqs")
-        messages: list[dict[str, Any]] = []
-        while True:
-            got = sqs.receive_message(QueueUrl=self.inbox_url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
-            batch = got.get("Messages", [])
-            if not batch:
-                return messages
-            for message in batch:
-                messages.append(json.loads(message["Body"]))
-                sqs.delete_message(QueueUrl=self.inbox_url, ReceiptHandle=message["ReceiptHandle"])
+        return read_inbox(self.inbox_url)
 
 
 def create_remediation_stack(
@@ -87,15 +72,12 @@ def create_remediation_stack(
     """``variants`` maps variant name to (initial instances, MinCapacity, MaxCapacity)."""
     core = create_core_resources(stack_name)
     create_endpoint(endpoint_name, variants)
-    sqs = boto3.client("sqs")
-    inbox = sqs.create_queue(QueueName=f"{stack_name}-ops-inbox")["QueueUrl"]
-    inbox_arn = sqs.get_queue_attributes(QueueUrl=inbox, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    boto3.client("sns").subscribe(TopicArn=core.topic_arn, Protocol="sqs", Endpoint=inbox_arn)
+    inbox = create_inbox(core.topic_arn, f"{stack_name}-ops-inbox")
     return RemediationStack(
         core=core,
         prefix=f"{stack_name}-remediation-",
-        state_table=_hash_table(f"{stack_name}-remediation-state", REMEDIATION_STATE_PK),
-        idempotency_table=_hash_table(f"{stack_name}-idempotency", IDEMPOTENCY_PK),
+        state_table=create_table(f"{stack_name}-remediation-state", REMEDIATION_STATE_PK),
+        idempotency_table=create_table(f"{stack_name}-idempotency", IDEMPOTENCY_PK),
         inbox_url=inbox,
         fleet_path=fleet_path,
     )

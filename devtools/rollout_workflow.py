@@ -10,28 +10,62 @@ real handler with the event Lambda gives an IAM-signed request (moto does not se
 
 from __future__ import annotations
 
-import io
-import json
-import re
 import time
-import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import parse_qs, urlencode, urlparse
 
 import boto3
 
 from devtools import emulator_extensions
-from devtools.aws_resources import create_core_resources
+from devtools.aws_resources import create_core_resources, create_inbox, create_table
 from devtools.emulator import ACCOUNT_ID, REGION
 from devtools.lambda_dispatch import FakeLambdaContext, dispatch_lambdas, load_handler_module
+from devtools.state_machines import (
+    create_functions,
+    create_role,
+    create_state_machine,
+    read_notifications,
+    start,
+    state_history,
+    wait,
+)
 from fleetops.aws.approval_table import APPROVAL_PK
 from fleetops.metrics import NAMESPACE, Dimension, MetricName
 from fleetops.tables import REGISTRY_PK, REGISTRY_SK
+
+# start, wait and state_history come from devtools.state_machines and are part of this module's API.
+__all__ = [
+    "APPROVAL_URL",
+    "ENDPOINT",
+    "FUNCTIONS",
+    "INSTANCE_TYPE",
+    "POINTER_PREFIX",
+    "PRIMARY",
+    "REPO",
+    "ROLE",
+    "ROLLBACK_ASL",
+    "ROLLOUT_ASL",
+    "RolloutWorkflow",
+    "approval_link",
+    "canary_weight",
+    "create_endpoint",
+    "deploy",
+    "handlers",
+    "notifications",
+    "open_link",
+    "put_variant_metrics",
+    "start",
+    "state_history",
+    "submit",
+    "traffic",
+    "url_event",
+    "wait",
+]
 
 REPO = Path(__file__).resolve().parents[1]
 ROLLOUT_ASL = REPO / "statemachines" / "canary_rollout.asl.json"
@@ -49,7 +83,6 @@ INSTANCE_TYPE = "ml.g5.2xlarge"
 ROLE = f"arn:aws:iam::{ACCOUNT_ID}:role/manga-llm-sagemaker-execution"
 APPROVAL_URL = "https://approve.example.lambda-url.us-east-1.on.aws/"
 POINTER_PREFIX = "/manga-llm-fleet/models"
-_PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
 
 
 @dataclass(frozen=True)
@@ -63,31 +96,6 @@ class RolloutWorkflow:
     topic_arn: str
     inbox_url: str
     environment: dict[str, str]
-
-
-def render(asl_text: str, substitutions: dict[str, str]) -> str:
-    """Replace every ``${X}``; a placeholder without a value is an error, as in CloudFormation."""
-    missing = sorted(set(_PLACEHOLDER.findall(asl_text)) - substitutions.keys())
-    if missing:
-        raise KeyError(f"no substitution for {missing}")
-    return _PLACEHOLDER.sub(lambda m: substitutions[m.group(1)], asl_text)
-
-
-def _table(name: str, keys: list[tuple[str, Literal["HASH", "RANGE"]]]) -> str:
-    boto3.client("dynamodb").create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": k, "KeyType": t} for k, t in keys],
-        AttributeDefinitions=[{"AttributeName": k, "AttributeType": "S"} for k, _ in keys],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    return name
-
-
-def _zip() -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("app.py", "# the emulator dispatches to functions/<folder>/app.py\n")
-    return buffer.getvalue()
 
 
 def create_endpoint(name: str = ENDPOINT, instance_count: int = 2) -> str:
@@ -117,55 +125,32 @@ def deploy() -> RolloutWorkflow:
     """Create both workflows and what they use on the (freshly reset) emulator."""
     emulator_extensions.install()
     core = create_core_resources()
-    approvals = _table("manga-llm-fleet-approvals", [(APPROVAL_PK, "HASH")])
-    registry = _table("manga-llm-fleet-model-registry", [(REGISTRY_PK, "HASH"), (REGISTRY_SK, "RANGE")])
-    iam = boto3.client("iam")
-    trust = json.dumps({"Version": "2012-10-17", "Statement": []})
-    lambda_role = iam.create_role(RoleName="rollout-functions", AssumeRolePolicyDocument=trust)["Role"]["Arn"]
-    sfn_role = iam.create_role(RoleName="rollout-states", AssumeRolePolicyDocument=trust)["Role"]["Arn"]
-    awslambda = boto3.client("lambda")
-    arns = {
-        name: awslambda.create_function(
-            FunctionName=name,
-            Runtime="python3.13",
-            Role=lambda_role,
-            Handler="app.lambda_handler",
-            Code={"ZipFile": _zip()},
-        )["FunctionArn"]
-        for name in FUNCTIONS
-    }
+    approvals = create_table("manga-llm-fleet-approvals", APPROVAL_PK)
+    registry = create_table("manga-llm-fleet-model-registry", REGISTRY_PK, REGISTRY_SK)
+    arns = create_functions(FUNCTIONS, create_role("rollout-functions"))
+    sfn_role = create_role("rollout-states")
     common = {
         "LeaseTableName": core.lease_table,
         "AuditTableName": core.audit_table,
         "OperationsTopicArn": core.topic_arn,
     }
-    sfn = boto3.client("stepfunctions")
-    rollback = sfn.create_state_machine(
-        name="rollback",
-        definition=render(ROLLBACK_ASL.read_text(), common | {"RollbackPlanFunctionArn": arns["rollback-plan"]}),
-        roleArn=sfn_role,
-    )["stateMachineArn"]
-    rollout = sfn.create_state_machine(
-        name="canary-rollout",
-        definition=render(
-            ROLLOUT_ASL.read_text(),
-            common
-            | {
-                "RolloutValidateFunctionArn": arns["rollout-validate"],
-                "CanaryAnalysisFunctionArn": arns["canary-analysis"],
-                "ApprovalNotifyFunctionArn": arns["approval-notify"],
-                "RollbackStateMachineArn": rollback,
-                "ModelRegistryTableName": registry,
-            },
-        ),
-        roleArn=sfn_role,
-    )["stateMachineArn"]
-    # Notifications are read back through an SQS subscription, as an operator's mail would arrive.
-    sqs = boto3.client("sqs")
-    inbox = sqs.create_queue(QueueName="rollout-inbox")["QueueUrl"]
-    boto3.client("sns").subscribe(
-        TopicArn=core.topic_arn, Protocol="sqs", Endpoint=f"arn:aws:sqs:{REGION}:{ACCOUNT_ID}:rollout-inbox"
+    rollback = create_state_machine(
+        "rollback", ROLLBACK_ASL, common | {"RollbackPlanFunctionArn": arns["rollback-plan"]}, sfn_role
     )
+    rollout = create_state_machine(
+        "canary-rollout",
+        ROLLOUT_ASL,
+        common
+        | {
+            "RolloutValidateFunctionArn": arns["rollout-validate"],
+            "CanaryAnalysisFunctionArn": arns["canary-analysis"],
+            "ApprovalNotifyFunctionArn": arns["approval-notify"],
+            "RollbackStateMachineArn": rollback,
+            "ModelRegistryTableName": registry,
+        },
+        sfn_role,
+    )
+    inbox = create_inbox(core.topic_arn, "rollout-inbox")
     env = core.environment() | {
         "APPROVAL_TABLE": approvals,
         "APPROVAL_URL": APPROVAL_URL,
@@ -183,46 +168,9 @@ def handlers() -> Iterator[None]:
         yield
 
 
-def start(arn: str, request: dict[str, Any], name: str) -> str:
-    return str(
-        boto3.client("stepfunctions").start_execution(stateMachineArn=arn, name=name, input=json.dumps(request))[
-            "executionArn"
-        ]
-    )
-
-
-def wait(execution_arn: str, timeout_s: float = 60) -> dict[str, Any]:
-    """Wait (bounded) until the execution is no longer RUNNING."""
-    sfn = boto3.client("stepfunctions")
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        described = sfn.describe_execution(executionArn=execution_arn)
-        if described["status"] != "RUNNING":
-            return dict(described)
-        time.sleep(0.2)
-    raise TimeoutError(f"execution {execution_arn} still RUNNING after {timeout_s}s")
-
-
-def state_history(execution_arn: str) -> list[str]:
-    """Names of the states entered, in order."""
-    events = boto3.client("stepfunctions").get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
-    return [e["stateEnteredEventDetails"]["name"] for e in events if "stateEnteredEventDetails" in e]
-
-
 def notifications(workflow: RolloutWorkflow, wait_s: float = 0) -> list[dict[str, str]]:
-    """SNS messages (Subject, Message) delivered since the last call."""
-    sqs = boto3.client("sqs")
-    out = []
-    deadline = time.monotonic() + wait_s
-    while True:
-        received = sqs.receive_message(QueueUrl=workflow.inbox_url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
-        for message in received.get("Messages", []):
-            body = json.loads(message["Body"])
-            out.append({"Subject": body.get("Subject", ""), "Message": body["Message"]})
-            sqs.delete_message(QueueUrl=workflow.inbox_url, ReceiptHandle=message["ReceiptHandle"])
-        if out or time.monotonic() >= deadline:
-            return out
-        time.sleep(0.2)
+    """SNS messages (Subject, Message) delivered since the last call, waiting up to ``wait_s`` for one."""
+    return read_notifications(workflow.inbox_url, wait_s)
 
 
 def approval_link(workflow: RolloutWorkflow, decision: str, execution_arn: str, timeout_s: float = 60) -> str:
@@ -317,8 +265,8 @@ def put_variant_metrics(
             }
         )
     cloudwatch = boto3.client("cloudwatch")
-    for start in range(0, len(data), 20):
-        cloudwatch.put_metric_data(Namespace=NAMESPACE, MetricData=data[start : start + 20])
+    for first in range(0, len(data), 20):
+        cloudwatch.put_metric_data(Namespace=NAMESPACE, MetricData=data[first : first + 20])
 
 
 @contextmanager

@@ -8,6 +8,7 @@ endpoint is driven through its real handler with the event an IAM-signed functio
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -210,7 +211,12 @@ def test_execution_names_are_idempotent_per_rollout_id(
             with pytest.raises(boto3.client("stepfunctions").exceptions.ExecutionAlreadyExists):
                 wf.start(rollout.rollout_arn, again, name=request["rollout_id"])
     finally:
-        boto3.client("stepfunctions").stop_execution(executionArn=first)
+        # moto can only stop an execution whose interpreter thread has started: wait for its first state.
+        sfn = boto3.client("stepfunctions")
+        deadline = time.monotonic() + 30
+        while len(sfn.get_execution_history(executionArn=first)["events"]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        sfn.stop_execution(executionArn=first)
 
 
 def test_approval_links_are_single_use_cannot_be_forged_and_never_logged(
