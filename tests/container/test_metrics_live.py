@@ -90,6 +90,11 @@ def test_agent_reports_the_real_engine_and_the_gateway(engine_url: str) -> None:
     assert record["RunningRequests"] == 0.0
 
 
+def _values(value: Any) -> list[Any]:
+    """EMF writes one observation as a plain number and several as a list."""
+    return value if isinstance(value, list) else [value]
+
+
 def test_agent_sees_requests_in_flight(engine_url: str) -> None:
     out = io.StringIO()
 
@@ -119,7 +124,8 @@ def test_agent_sees_requests_in_flight(engine_url: str) -> None:
     busy = [r for r in records if r.get("RunningRequests", 0) > 0]
     assert busy, f"no scrape saw a running request in {len(records)} scrapes"
     assert max(r["KvCacheUsagePercent"] for r in busy) > 0.0
-    assert all(0.0 <= r["KvCacheUsagePercent"] <= 100.0 for r in records)
+    # A scrape that timed out on the saturated engine carries the gateway's own metrics only.
+    assert all(0.0 <= r["KvCacheUsagePercent"] <= 100.0 for r in records if "KvCacheUsagePercent" in r)
 
 
 def test_engine_not_listening_gives_gateway_metrics_only() -> None:
@@ -142,7 +148,7 @@ def test_engine_not_listening_gives_gateway_metrics_only() -> None:
 
 def test_the_gateway_process_emits_valid_emf_for_real_traffic(gateway: GatewayHandle) -> None:
     before = gateway.metric_total("Requests")
-    ttft_before = sum(len(r.get("TimeToFirstTokenMs", [])) for r in gateway.emf_lines())
+    ttft_before = sum(len(_values(r.get("TimeToFirstTokenMs", []))) for r in gateway.emf_lines())
     body = {"messages": [{"role": "user", "content": "any new shonen this week?"}], "max_tokens": 8}
     with httpx.Client(timeout=60) as client:
         for _ in range(3):
@@ -157,7 +163,7 @@ def test_the_gateway_process_emits_valid_emf_for_real_traffic(gateway: GatewayHa
 
     emf = [line for line in gateway.process.stdout().splitlines() if '"_aws"' in line]
     records = [check_emf_line(line) for line in emf]  # every EMF line the real process wrote is valid
-    ttft = sum(len(r.get("TimeToFirstTokenMs", [])) for r in records) - ttft_before
+    ttft = sum(len(_values(r.get("TimeToFirstTokenMs", []))) for r in records) - ttft_before
 
     assert gateway.metric_total("Requests") - before == 5
     assert ttft >= 3  # one per streamed answer at least

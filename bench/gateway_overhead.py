@@ -1,0 +1,149 @@
+"""The gateway's cost: the same real vLLM engine (CPU, tiny model) direct and through the gateway, one run.
+
+- ``gateway_throughput_ratio_16`` / ``_64``: completed streamed requests per second through the gateway
+  (``/invocations``, ``stream: true``) over direct to vLLM (``/v1/chat/completions`` with the exact
+  prompt the gateway builds), 16 and 64 concurrent streams, 32 generated tokens each (``ignore_eos``).
+  Runs alternate in ``ROUNDS`` paired rounds (A B, then B A, so a drift in the shared machine's load
+  hits both sides alike); the ratio is the median of the per-round ratios.
+- ``gateway_added_p50_ms``: one request at a time (``max_tokens`` 1), direct and gateway alternating
+  request by request; median gateway latency minus median direct latency.
+- ``gateway_rss_mb``: the gateway process's peak resident memory (VmHWM) after the 64-stream runs.
+- ``gateway_cpu_ms_per_request_16`` / ``_64``: the gateway's own CPU time per relayed request (less
+  sensitive to other load on the machine than the ratios).
+
+Engine, gateway and load generator share the machine's cores, so absolute numbers are noisy; the
+interleaving keeps the comparison fair.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import httpx
+
+from devtools.local_serving import start_engine, start_gateway
+from devtools.tiny_model import ensure_tiny_model
+
+REPO = Path(__file__).resolve().parents[1]
+ROUNDS = 8
+RUN_S = 3.0
+TOKENS = 32
+LATENCY_SAMPLES = 120
+QUESTION = "which manga volumes ship next week?"
+ADAPTER = "manga_domain"
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmHWM for pid {pid}")
+
+
+async def _load(url: str, payload: dict[str, Any], streams: int, seconds: float) -> tuple[float, int]:
+    """Closed loop: ``streams`` clients each send the next request when the last one finished.
+
+    The load generator uses aiohttp (C parser) and reads raw bytes: a pure-Python client would spend
+    more CPU on vLLM's one-event-per-token stream than on the gateway's coalesced one, and on a shared
+    2-core machine that CPU comes out of the engine, which would flatter the gateway.
+    Returns (completed requests per second, completed requests).
+    """
+    connector = aiohttp.TCPConnector(limit=streams)
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as session:
+        done = 0
+        stop_at = time.perf_counter() + seconds
+
+        async def worker() -> None:
+            nonlocal done
+            while time.perf_counter() < stop_at:
+                async with session.post(url, json=payload) as response:
+                    if response.status != 200:
+                        raise RuntimeError(f"{url}: HTTP {response.status}")
+                    async for _ in response.content.iter_any():
+                        pass
+                done += 1
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(streams)))
+        return done / (time.perf_counter() - started), done
+
+
+async def _latencies(direct: tuple[str, dict[str, Any]], gateway: tuple[str, dict[str, Any]]) -> tuple[float, float]:
+    async with httpx.AsyncClient(timeout=60) as client:
+        samples: dict[str, list[float]] = {"direct": [], "gateway": []}
+        for i in range(LATENCY_SAMPLES * 2):
+            name, (url, payload) = ("direct", direct) if i % 2 == 0 else ("gateway", gateway)
+            started = time.perf_counter()
+            response = await client.post(url, json=payload)
+            elapsed = (time.perf_counter() - started) * 1000
+            if response.status_code != 200:
+                raise RuntimeError(f"{url}: HTTP {response.status_code} {response.text[:200]}")
+            if i >= 10:  # the first few warm connections and caches
+                samples[name].append(elapsed)
+        return statistics.median(samples["direct"]), statistics.median(samples["gateway"])
+
+
+def run() -> dict[str, float]:
+    from gateway.config import load_gateway_config
+    from gateway.prompt import PromptBuilder
+    from gateway.protocol import InvocationRequest
+    from gateway.tokens import TokenCounter
+
+    tiny = ensure_tiny_model(REPO / ".cache" / "tiny-model")
+    config = load_gateway_config(REPO / "gpu_container" / "config" / "gateway.yaml")
+    builder = PromptBuilder(TokenCounter(tiny.model_dir), config.system_prompt, config.budget)
+    invocation = {"messages": [{"role": "user", "content": QUESTION}], "adapter": ADAPTER, "max_tokens": TOKENS}
+    built = builder.build(InvocationRequest.model_validate(invocation))
+    sampling = {"ignore_eos": True, "temperature": 0}
+    direct_body = {"model": ADAPTER, "messages": built.messages, "max_tokens": TOKENS, "stream": True, **sampling}
+    gateway_body = {**invocation, "stream": True, **sampling}
+
+    results: dict[str, float] = {}
+    with (
+        tempfile.TemporaryDirectory() as work,
+        start_engine(tiny, logs=Path(work)) as engine,
+        start_gateway(tiny, Path(work), engine_url=engine.base_url, env={"METRICS_INTERVAL_S": "60"}) as gateway,
+    ):
+        direct_url = f"{engine.base_url}/v1/chat/completions"
+        gateway_url = f"{gateway.url}/invocations"
+        asyncio.run(_load(gateway_url, gateway_body, 16, 2.0))  # warm both paths
+        asyncio.run(_load(direct_url, direct_body, 16, 2.0))
+        for streams in (16, 64):
+            rates: dict[str, list[float]] = {"direct": [], "gateway": []}
+            gateway_cpu, gateway_requests = 0.0, 0
+            for round_ in range(ROUNDS):
+                order = ("direct", "gateway") if round_ % 2 == 0 else ("gateway", "direct")
+                for side in order:
+                    url, body = (direct_url, direct_body) if side == "direct" else (gateway_url, gateway_body)
+                    cpu_before = cpu_seconds(gateway.process.pid)
+                    rate, done = asyncio.run(_load(url, body, streams, RUN_S))
+                    rates[side].append(rate)
+                    if side == "gateway":
+                        gateway_cpu += cpu_seconds(gateway.process.pid) - cpu_before
+                        gateway_requests += done
+            # Load-independent view of the same cost: the gateway's own CPU time per relayed request.
+            results[f"gateway_cpu_ms_per_request_{streams}"] = round(gateway_cpu * 1000 / max(gateway_requests, 1), 2)
+            ratios = [g / d for g, d in zip(rates["gateway"], rates["direct"], strict=True)]
+            results[f"direct_rps_{streams}"] = round(statistics.median(rates["direct"]), 2)
+            results[f"gateway_rps_{streams}"] = round(statistics.median(rates["gateway"]), 2)
+            results[f"gateway_throughput_ratio_{streams}"] = round(statistics.median(ratios), 3)
+        results["gateway_rss_mb"] = round(peak_rss_mb(gateway.process.pid), 1)
+        one = {"max_tokens": 1, "stream": False, **sampling}
+        direct_p50, gateway_p50 = asyncio.run(
+            _latencies((direct_url, {**direct_body, **one}), (gateway_url, {**gateway_body, **one}))
+        )
+        results["direct_p50_ms"] = round(direct_p50, 2)
+        results["gateway_added_p50_ms"] = round(gateway_p50 - direct_p50, 2)
+    return results

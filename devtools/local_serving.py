@@ -1,0 +1,269 @@
+"""Run the data plane locally on the CPU: a real vLLM engine and the gateway, as real subprocesses.
+
+Shared by the container tests, the benchmarks and the demo, so all three start things the same way:
+
+    tiny = ensure_tiny_model(".cache/tiny-model")
+    with start_engine(tiny) as engine, start_gateway(tiny, engine_url=engine.base_url) as gateway:
+        httpx.post(f"{gateway.url}/invocations", json={...})
+
+Everything binds to 127.0.0.1 on free ports; every process is started in its own process group and
+killed with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from devtools.emulator import free_port
+from devtools.tiny_model import LORA_RANK, TinyModel
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_CONFIG = REPO / "gpu_container" / "config" / "gateway.yaml"
+PYTHONPATH = os.pathsep.join(str(REPO / p) for p in ("layers/core", "gpu_container", "."))
+
+
+#: The CPU attention kernel defaults to 128-token KV blocks; 32 (its smallest) is closer to the GPU default
+#: of 16, so prefix-cache hits are counted at a granularity like production's.
+CPU_ENGINE_ARGS = ["--block-size", "32"]
+
+
+class ServingError(RuntimeError):
+    """A local engine or gateway did not come up."""
+
+
+@dataclass
+class Process:
+    """A subprocess in its own process group, with its output in files."""
+
+    popen: subprocess.Popen[bytes]
+    stdout_path: Path
+    stderr_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def stdout(self) -> str:
+        return self.stdout_path.read_text(errors="replace")
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def kill_group(self, sig: int = signal.SIGKILL) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, sig)
+
+    def stop(self, timeout_s: float = 30.0) -> int | None:
+        """SIGTERM, wait, then SIGKILL the whole group; returns the exit code."""
+        if self.alive():
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill_group()
+                self.popen.wait(timeout=10)
+        self.kill_group()  # leftovers (engine workers)
+        return self.popen.returncode
+
+
+def _spawn(command: list[str], env: dict[str, str], logs: Path, name: str) -> Process:
+    logs.mkdir(parents=True, exist_ok=True)
+    out, err = logs / f"{name}.stdout", logs / f"{name}.stderr"
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        popen = subprocess.Popen(command, env=env, stdout=stdout, stderr=stderr, start_new_session=True)
+    return Process(popen, out, err)
+
+
+@dataclass
+class EngineHandle:
+    base_url: str
+    port: int
+    model_dir: Path
+    adapters: dict[str, Path]
+    process: Process
+
+
+def engine_env(kv_cache_gib: int | None = 1) -> dict[str, str]:
+    """Environment for a CPU engine: ``kv_cache_gib`` GiB of KV cache (``None``: leave it to vLLM flags)."""
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_CPU_KVCACHE_SPACE"}
+    if kv_cache_gib is not None:
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(kv_cache_gib)  # whole GiB; it overrides --kv-cache-memory-bytes
+    # No model hub here: offline, so a broken model directory fails at once instead of retrying downloads.
+    return {
+        **env,
+        "PYTHONPATH": PYTHONPATH,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+
+
+def wait_http(url: str, timeout_s: float, process: Process | None = None, status: int = 200) -> None:
+    """Poll ``url`` until it answers ``status``; fail early when ``process`` died."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process is not None and not process.alive():
+            raise ServingError(f"process exited with {process.popen.returncode}: {process.stderr()[-3000:]}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=2.0).status_code == status:
+                return
+        time.sleep(0.5)
+    raise ServingError(f"{url} did not answer {status} within {timeout_s:g} s")
+
+
+@contextlib.contextmanager
+def start_engine(
+    tiny: TinyModel,
+    logs: Path | None = None,
+    kv_cache_gib: int = 1,
+    kv_cache_bytes: int | None = None,
+    max_model_len: int = 2048,
+    extra_args: list[str] | None = None,
+    timeout_s: float = 300.0,
+) -> Iterator[EngineHandle]:
+    """Start one real vLLM OpenAI server on the CPU with the tiny model and its three adapters.
+
+    ``kv_cache_bytes`` sets a deliberately small KV cache (``--kv-cache-memory-bytes``) instead of
+    ``kv_cache_gib``.
+    """
+    from gateway.supervisor import engine_command
+
+    port = free_port()
+    command = engine_command(
+        tiny.model_dir,
+        dict(tiny.adapters),
+        lora_rank=LORA_RANK,
+        max_model_len=max_model_len,
+        host="127.0.0.1",
+        port=port,
+        extra_args=[
+            *CPU_ENGINE_ARGS,
+            *(extra_args or []),
+            *(["--kv-cache-memory-bytes", str(kv_cache_bytes)] if kv_cache_bytes else []),
+        ],
+    )
+    env = engine_env(None if kv_cache_bytes else kv_cache_gib)
+    process = _spawn(command, env, logs or tiny.root / "logs", f"engine-{port}")
+    try:
+        wait_http(f"http://127.0.0.1:{port}/health", timeout_s, process)
+        yield EngineHandle(f"http://127.0.0.1:{port}", port, tiny.model_dir, dict(tiny.adapters), process)
+    finally:
+        process.stop(timeout_s=15)
+
+
+def engine_pids(port: int) -> list[int]:
+    """Pids of vLLM API servers listening on ``port`` (found through /proc, Linux)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+            if b"vllm.entrypoints.openai.api_server" in args and str(port).encode() in args:
+                pids.append(int(proc.name))
+    return pids
+
+
+@dataclass
+class GatewayHandle:
+    url: str
+    port: int
+    engine_port: int | None
+    process: Process
+    config_path: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    def ping(self) -> int:
+        try:
+            return httpx.get(f"{self.url}/ping", timeout=2.0).status_code
+        except httpx.HTTPError:
+            return 0
+
+    def emf_lines(self) -> list[dict[str, Any]]:
+        """The EMF JSON lines the gateway printed on stdout so far."""
+        lines = []
+        for line in self.process.stdout().splitlines():
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if isinstance(record, dict) and "_aws" in record:
+                    lines.append(record)
+        return lines
+
+    def metric_total(self, name: str) -> float:
+        """Sum of a counter over every EMF line so far."""
+        return sum(float(r.get(name, 0) or 0) for r in self.emf_lines() if not isinstance(r.get(name), list))
+
+
+def write_config(path: Path, overrides: dict[str, dict[str, Any]] | None = None) -> Path:
+    """Write a gateway.yaml: the shipped one with per-section overrides."""
+    config = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    for section, values in (overrides or {}).items():
+        config.setdefault(section, {}).update(values)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config, allow_unicode=True))
+    return path
+
+
+@contextlib.contextmanager
+def start_gateway(
+    tiny: TinyModel,
+    workdir: Path,
+    engine_url: str | None = None,
+    overrides: dict[str, dict[str, Any]] | None = None,
+    env: dict[str, str] | None = None,
+    model_dir: Path | None = None,
+    adapters_dir: Path | None = None,
+    wait_ready_s: float | None = 300.0,
+    name: str = "gateway",
+    engine_kv_cache_gib: int | None = 1,
+) -> Iterator[GatewayHandle]:
+    """Start ``python -m gateway serve`` (the container's entrypoint) on a free loopback port.
+
+    With ``engine_url`` it attaches to a running engine; without, it starts and supervises its own.
+    ``wait_ready_s`` waits for ``/ping`` 200 (``None``: return as soon as it listens).
+    ``engine_kv_cache_gib`` ``None`` leaves the supervised engine's KV cache to ``supervisor.extra_args``.
+    """
+    port = free_port()
+    engine_port = None if engine_url else free_port()
+    config_path = write_config(workdir / f"{name}-{port}.yaml", overrides)
+    gateway_env = {
+        **engine_env(engine_kv_cache_gib),
+        "GATEWAY_CONFIG": str(config_path),
+        "MODEL_DIR": str(model_dir or tiny.model_dir),
+        "ADAPTERS_DIR": str(adapters_dir or tiny.adapters_dir),
+        "PORT": str(port),
+        "BIND_HOST": "127.0.0.1",
+        "ENDPOINT_NAME": "manga-chat-local",
+        "VARIANT_NAME": "primary",
+        "BACKEND_VERSION": "tiny-llama-test",
+        "METRICS_INTERVAL_S": "2",
+        **({"ENGINE_URL": engine_url} if engine_url else {"ENGINE_PORT": str(engine_port)}),
+        **(env or {}),
+    }
+    process = _spawn([sys.executable, "-m", "gateway", "serve"], gateway_env, workdir, f"{name}-{port}")
+    handle = GatewayHandle(f"http://127.0.0.1:{port}", port, engine_port, process, config_path, gateway_env)
+    try:
+        if wait_ready_s is not None:
+            wait_http(f"{handle.url}/ping", wait_ready_s, process)
+        else:
+            deadline = time.monotonic() + 60
+            while handle.ping() == 0 and process.alive() and time.monotonic() < deadline:
+                time.sleep(0.1)
+        yield handle
+    finally:
+        process.stop(timeout_s=40)

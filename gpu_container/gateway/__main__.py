@@ -1,0 +1,173 @@
+"""Container entrypoint: ``python -m gateway serve`` (SageMaker starts the image with the argument ``serve``).
+
+Start-up checks (config, tokenizer, adapter compatibility) run before anything listens, so a bad image
+fails at once with a clear message and exit code 1. Then the gateway listens on :8080 while the
+engine starts in the background; SIGTERM drains (see :mod:`gateway.app`) and exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from typing import TYPE_CHECKING
+
+import httpx
+import uvicorn
+
+from gateway.app import Gateway
+from gateway.config import Environment, GatewayConfig, GatewayConfigError, load_gateway_config
+from gateway.fallback import BedrockFallback
+from gateway.metrics import GatewayMetrics
+from gateway.prompt import PromptBuilder
+from gateway.routing import AdapterCompatibilityError, Router, check_adapters
+from gateway.serving import InvocationService
+from gateway.supervisor import Engine, EngineSupervisor, ExternalEngine, engine_command
+from gateway.tokens import TokenCounter, TokenizerError
+from gateway.upstream import Upstream
+from gateway.warmup import warm_up
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+USAGE = "usage: python -m gateway serve"
+
+
+def build_gateway(env: Environment, config: GatewayConfig) -> Gateway:
+    """Check the model and adapters and wire the gateway (raises on anything unusable)."""
+    adapters = check_adapters(env.resolved_adapters_dir, config.routing.adapters)
+    builder = PromptBuilder(TokenCounter(env.model_dir), config.system_prompt, config.budget)
+    # Pooled clients: aiohttp (C parser) on the hot path, httpx for health checks and warm-up.
+    limits = httpx.Limits(max_connections=16, max_keepalive_connections=8)
+    client = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(60.0, connect=2.0))
+    upstream = Upstream()
+    metrics = GatewayMetrics()
+    gateway: Gateway
+
+    async def on_ready() -> None:
+        try:
+            await warm_up(client, engine.base_url, builder.prefix, list(adapters))
+        except httpx.HTTPError as exc:
+            print(f"gateway: warm-up failed: {exc!r}", file=sys.stderr, flush=True)
+            return
+        gateway.state.warmed = True
+        print("gateway: warm-up done, /ping is healthy", file=sys.stderr, flush=True)
+
+    engine: Engine
+    if env.engine_url:
+        engine = ExternalEngine(env.engine_url.rstrip("/"), client, on_ready=on_ready)
+    else:
+        supervisor = config.supervisor
+        port = env.engine_port or supervisor.port
+        rank = next(iter(adapters.values())).rank if adapters else None
+        command = engine_command(
+            env.model_dir,
+            {name: info.path for name, info in adapters.items()},
+            lora_rank=rank,
+            max_model_len=config.budget.max_model_len,
+            host=supervisor.host,
+            port=port,
+            extra_args=supervisor.extra_args,
+        )
+        base_url = f"http://{supervisor.host}:{port}"
+        engine = EngineSupervisor(command, base_url, supervisor, client=client, metrics=metrics, on_ready=on_ready)
+    fallback = BedrockFallback(env.bedrock_model_id) if env.bedrock_model_id else None
+    router = Router(config.routing)
+    service = InvocationService(
+        builder,
+        router,
+        engine,
+        upstream=upstream,
+        metrics=metrics,
+        breaker=config.breaker,
+        backend_version=env.backend_version,
+        fallback_model=fallback,
+    )
+    gateway = Gateway(
+        config, engine, service, client, upstream, background=[_metrics_agent(env, metrics, engine.base_url)]
+    )
+    return gateway
+
+
+def _metrics_agent(env: Environment, metrics: GatewayMetrics, base_url: str) -> object:
+    from gateway.metrics import MetricsAgent
+
+    return MetricsAgent(
+        recorder=metrics,
+        vllm_base_url=base_url,
+        endpoint_name=env.endpoint_name,
+        variant_name=env.variant_name,
+        interval_s=env.metrics_interval_s,
+    )
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn, except that SIGTERM first drains: 503 for new work, in-flight work finishes, then exit 0."""
+
+    def __init__(self, config: uvicorn.Config, gateway: Gateway, window_s: float) -> None:
+        super().__init__(config)
+        self.gateway = gateway
+        self.window_s = window_s
+        self._drain_task: asyncio.Task[None] | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if sig == signal.SIGTERM and self._drain_task is None and not self.should_exit:
+            self.gateway.state.draining = True  # at once: the next request already sees it
+            loop = asyncio.get_event_loop()
+            loop.call_soon_threadsafe(self._start_drain)
+            return
+        super().handle_exit(sig, frame)
+
+    def _start_drain(self) -> None:
+        self._drain_task = asyncio.ensure_future(self._drain())
+
+    async def _drain(self) -> None:
+        in_flight = self.gateway.state.in_flight
+        print(
+            f"gateway: SIGTERM, draining {in_flight} in flight for up to {self.window_s:g} s",
+            file=sys.stderr,
+            flush=True,
+        )
+        finished = await self.gateway.state.drain(self.window_s)
+        left = self.gateway.state.in_flight
+        print(f"gateway: drain {'complete' if finished else f'window over, {left} cut'}", file=sys.stderr, flush=True)
+        self.should_exit = True
+
+
+def serve(env: Environment) -> int:
+    try:
+        config = load_gateway_config(env.config_path)
+        gateway = build_gateway(env, config)
+    except (GatewayConfigError, AdapterCompatibilityError, TokenizerError) as exc:
+        print(f"gateway: cannot start: {exc}", file=sys.stderr, flush=True)
+        return 1
+    port = env.port or config.server.port
+    uv_config = uvicorn.Config(
+        gateway.build_app(),
+        host=env.bind_host,
+        port=port,
+        loop="uvloop",
+        http="httptools",
+        access_log=False,
+        log_level="warning",
+        timeout_keep_alive=75,  # above SageMaker's 60 s keep-alive, so it never hits a closed connection
+        timeout_graceful_shutdown=3,  # drain window + 3 s + engine stop (<= 7 s) stays below SIGKILL at ~30 s
+    )
+    DrainingServer(uv_config, gateway, config.drain.window_s).run()
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] not in (["serve"], []):
+        print(USAGE, file=sys.stderr)
+        return 2
+    try:
+        env = Environment.from_env()
+    except GatewayConfigError as exc:
+        print(f"gateway: cannot start: {exc}", file=sys.stderr, flush=True)
+        return 1
+    return serve(env)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,215 @@
+"""The HTTP surface on :8080: ``/ping``, ``/invocations``, ``/v1/*`` pass-through, and the drain.
+
+``/ping`` never touches the engine: it reads flags the supervisor and warm-up keep up to date, so it
+answers in well under a millisecond (SageMaker allows 2 s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from gateway.protocol import ClientError
+from gateway.relay import RelayResponse
+from gateway.supervisor import EngineState
+from gateway.upstream import Upstream, UpstreamError, UpstreamResponse
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from starlette.requests import Request
+
+    from gateway.config import GatewayConfig
+    from gateway.serving import InvocationService
+    from gateway.supervisor import Engine
+
+_HOP_HEADERS = {"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding"}
+
+
+@dataclass
+class GatewayState:
+    """Flags ``/ping`` reads, and the in-flight count the drain waits on."""
+
+    warmed: bool = False
+    draining: bool = False
+    in_flight: int = 0
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def enter(self) -> None:
+        self.in_flight += 1
+        self.idle.clear()
+
+    def leave(self) -> None:
+        self.in_flight -= 1
+        if self.in_flight == 0:
+            self.idle.set()
+
+    async def drain(self, window_s: float) -> bool:
+        """Stop taking work and wait for in-flight requests (and streams) to finish; True if all did."""
+        self.draining = True
+        if self.in_flight == 0:
+            return True
+        try:
+            await asyncio.wait_for(self.idle.wait(), timeout=window_s)
+        except TimeoutError:
+            return False
+        return True
+
+
+class Gateway:
+    """Wires the pieces into a Starlette app."""
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        engine: Engine,
+        service: InvocationService,
+        client: httpx.AsyncClient,
+        upstream: Upstream,
+        background: list[Any] | None = None,
+    ) -> None:
+        self.config = config
+        self.engine = engine
+        self.service = service
+        self.client = client
+        self.upstream = upstream
+        self.state = GatewayState()
+        self.background = background or []  # things with async start()/stop() (the metrics agent)
+
+    def healthy(self) -> bool:
+        # Bounded restarts keep /ping at 200: only "never ready", "gave up" and draining say 503.
+        if self.state.draining or not self.state.warmed:
+            return False
+        return self.engine.state in (EngineState.READY, EngineState.RESTARTING)
+
+    async def ping(self, request: Request) -> Response:
+        if self.healthy():
+            return Response(b"", 200)
+        return JSONResponse({"status": self._status()}, 503)
+
+    def _status(self) -> str:
+        if self.state.draining:
+            return "draining"
+        if self.engine.state is EngineState.FAILED:
+            return "engine_failed"
+        return "warming_up" if self.engine.state is not EngineState.STOPPED else "stopped"
+
+    def _refuse(self) -> JSONResponse | None:
+        if self.state.draining:
+            return JSONResponse({"error": {"code": "draining", "message": "this instance is shutting down"}}, 503)
+        return None
+
+    async def _read_body(self, request: Request) -> bytes:
+        limit = self.config.server.max_body_bytes
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise ClientError(413, "payload_too_large", f"request body over the {limit}-byte limit", limit=limit)
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ClientError(413, "payload_too_large", f"request body over the {limit}-byte limit", limit=limit)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def invocations(self, request: Request) -> Response:
+        started = time.perf_counter()
+        refused = self._refuse()
+        if refused is not None:
+            return refused
+        self.state.enter()
+        streaming = False
+        try:
+            try:
+                raw = await self._read_body(request)
+            except ClientError as exc:
+                return self.service.client_error(exc)
+            response = await self.service.invoke(raw, started)
+            streaming = self._hold_until_streamed(response)
+            return response
+        finally:
+            if not streaming:
+                self.state.leave()
+
+    async def passthrough(self, request: Request) -> Response:
+        """``/v1/*`` straight to vLLM (OpenAI clients), streamed both ways without re-parsing."""
+        refused = self._refuse()
+        if refused is not None:
+            return refused
+        if not self.engine.available:
+            message = f"the engine is {self.engine.state}; retry shortly"
+            return JSONResponse({"error": {"code": "engine_unavailable", "message": message}}, 503)
+        self.state.enter()
+        streaming = False
+        try:
+            try:
+                body = await self._read_body(request)
+            except ClientError as exc:
+                return self.service.client_error(exc)
+            url = f"{self.engine.base_url}{request.url.path}"
+            if request.url.query:
+                url += f"?{request.url.query}"
+            headers = {k: v for k, v in request.headers.items() if k.lower() in ("content-type", "accept")}
+            try:
+                response = await self.upstream.request(request.method, url, body or None, headers, None)
+            except UpstreamError as exc:
+                self.engine.report_failure()
+                return JSONResponse({"error": {"code": "engine_unavailable", "message": repr(exc)}}, 503)
+            out_headers = {k: v for k, v in response.headers.items() if k.lower() not in _HOP_HEADERS}
+            streamed = RelayResponse(_raw(response), response.status, out_headers)
+            streaming = self._hold_until_streamed(streamed)
+            return streamed
+        finally:
+            if not streaming:
+                self.state.leave()
+
+    def _hold_until_streamed(self, response: Response) -> bool:
+        """Keep a streaming response counted as in flight until its last byte (the drain waits for it)."""
+        if not isinstance(response, RelayResponse):
+            return False
+        response.on_close = self.state.leave
+        return True
+
+    def build_app(self) -> Starlette:
+        routes = [
+            Route("/ping", self.ping, methods=["GET"]),
+            Route("/invocations", self.invocations, methods=["POST"]),
+            Route("/v1/{path:path}", self.passthrough, methods=["GET", "POST"]),
+        ]
+        return Starlette(routes=routes, lifespan=self._lifespan)
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        await self.upstream.start()
+        await self.engine.start()
+        for item in self.background:
+            await item.start()
+        try:
+            yield
+        finally:
+            for item in self.background:
+                with contextlib.suppress(Exception):
+                    await item.stop()
+            await self.engine.stop()
+            await self.upstream.stop()
+            await self.client.aclose()
+            print("gateway: stopped", file=sys.stderr, flush=True)
+
+
+async def _raw(response: UpstreamResponse) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in response.chunks():
+            yield chunk
+    except UpstreamError:
+        return  # engine gone mid-stream: end the body; the client sees the stream cut
+    finally:
+        response.close()

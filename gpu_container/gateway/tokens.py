@@ -1,0 +1,108 @@
+"""Token counting with the model's own tokenizer and chat template, without torch or transformers.
+
+The gateway counts exactly what vLLM will see: it renders the model's chat template (Jinja, as
+Hugging Face does) and tokenizes it with ``tokenizers`` from ``tokenizer.json``. Per-message counts are
+cached, so a long conversation costs one tokenization per new message, not per request.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from tokenizers import Tokenizer
+
+Message = dict[str, str]
+
+
+class TokenizerError(ValueError):
+    """The model directory has no usable tokenizer or chat template."""
+
+
+def _raise(message: str) -> None:
+    raise TokenizerError(message)
+
+
+class TokenCounter:
+    """Counts chat prompt tokens the way the engine will.
+
+    Parameters
+    ----------
+    model_dir
+        A Hugging Face model directory with ``tokenizer.json`` and a ``chat_template`` in
+        ``tokenizer_config.json`` (or ``chat_template.jinja``).
+
+    Examples
+    --------
+    >>> counter = TokenCounter(".cache/tiny-model/model")  # doctest: +SKIP
+    >>> counter.count([{"role": "user", "content": "hello"}])  # doctest: +SKIP
+    9
+    """
+
+    def __init__(self, model_dir: str | Path, cache_size: int = 65536) -> None:
+        model_dir = Path(model_dir)
+        try:
+            self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+            config: dict[str, Any] = json.loads((model_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError, Exception) as exc:
+            raise TokenizerError(f"cannot load the tokenizer from {model_dir}: {exc}") from exc
+        template = config.get("chat_template")
+        jinja_file = model_dir / "chat_template.jinja"
+        if template is None and jinja_file.exists():
+            template = jinja_file.read_text(encoding="utf-8")
+        if not isinstance(template, str):
+            raise TokenizerError(f"{model_dir} has no chat template (tokenizer_config.json chat_template)")
+        env = ImmutableSandboxedEnvironment(
+            trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]
+        )
+        env.globals["raise_exception"] = _raise
+        self._template = env.from_string(template)
+        self._specials = {k: _token_text(config.get(k)) for k in ("bos_token", "eos_token", "unk_token", "pad_token")}
+        self._message_tokens = lru_cache(maxsize=cache_size)(self._count_one)
+        self._empty = self.count_exact([], add_generation_prompt=False)
+        self._generation_prompt = self.count_exact([], add_generation_prompt=True) - self._empty
+        probe = [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": "u"},
+            {"role": "assistant", "content": "a"},
+        ]
+        #: Whether per-message counts add up to the exact count (true for templates without cross-message logic).
+        self.additive = self.count(probe, add_generation_prompt=True) == self.count_exact(probe, True)
+
+    def render(self, messages: list[Message], add_generation_prompt: bool = True) -> str:
+        """Render messages with the chat template, exactly as vLLM does for chat completions."""
+        return str(
+            self._template.render(messages=messages, add_generation_prompt=add_generation_prompt, **self._specials)
+        )
+
+    def count_text(self, text: str) -> int:
+        """Tokens of plain text (no template)."""
+        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def count_exact(self, messages: list[Message], add_generation_prompt: bool = True) -> int:
+        """Tokens of the fully rendered prompt (one tokenization of the whole text)."""
+        return self.count_text(self.render(messages, add_generation_prompt))
+
+    def message(self, role: str, content: str) -> int:
+        """Tokens one message adds to a prompt (cached)."""
+        return self._message_tokens(role, content)
+
+    def count(self, messages: list[Message], add_generation_prompt: bool = True) -> int:
+        """Tokens of a prompt: cached per-message sums when the template allows, else exact."""
+        if not getattr(self, "additive", True):
+            return self.count_exact(messages, add_generation_prompt)
+        total = self._empty + (self._generation_prompt if add_generation_prompt else 0)
+        return total + sum(self.message(m["role"], m["content"]) for m in messages)
+
+    def _count_one(self, role: str, content: str) -> int:
+        return self.count_exact([{"role": role, "content": content}], add_generation_prompt=False) - self._empty
+
+
+def _token_text(value: Any) -> str:
+    # tokenizer_config.json spells special tokens as a string or as {"content": ...}.
+    if isinstance(value, dict):
+        return str(value.get("content", ""))
+    return "" if value is None else str(value)
