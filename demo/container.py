@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from devtools.emulator import MotoServer
-from devtools.local_serving import start_gateway
+from devtools.local_serving import sse_data, start_gateway
 from devtools.tiny_model import ensure_tiny_model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,8 +84,7 @@ def run(emulator: MotoServer) -> None:
 
             _say("\nA streamed answer (stream: true, as InvokeEndpointWithResponseStream uses it):")
             body = {"messages": [{"role": "user", "content": "recommend a manga"}], "stream": True, "max_tokens": 12}
-            with httpx.stream("POST", f"{gw.url}/invocations", json=body, timeout=60) as response:
-                events = [line[6:] for line in response.iter_lines() if line.startswith("data: ")]
+            events = sse_data(httpx.post(f"{gw.url}/invocations", json=body, timeout=60).text)
             _say(f"  first event: {events[0][:140]}...")
             pieces = [json.loads(e)["choices"][0]["delta"].get("content", "") for e in events[1:-1]]
             _say(f"  {len(pieces)} more events, text (random weights, so gibberish): {''.join(pieces)!r}")

@@ -267,3 +267,13 @@ def start_gateway(
         yield handle
     finally:
         process.stop(timeout_s=40)
+
+
+def sse_data(text: str) -> list[str]:
+    """The ``data:`` payloads of a server-sent-event body, in order.
+
+    Lines end at ``\\n`` only (SSE's own rule, after dropping a ``\\r``): ``str.splitlines`` would also split
+    inside a JSON event at a generated U+2028 or U+0085, which a model may well emit.
+    """
+    lines = (line.removesuffix("\r") for line in text.split("\n"))
+    return [line[len("data: ") :] for line in lines if line.startswith("data: ")]

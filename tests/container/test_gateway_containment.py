@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from devtools.emulator import free_port
-from devtools.local_serving import PYTHONPATH, EngineHandle, start_gateway
+from devtools.local_serving import PYTHONPATH, EngineHandle, sse_data, start_gateway
 from devtools.tiny_model import TinyModel
 
 pytestmark = pytest.mark.container
@@ -105,7 +105,7 @@ def test_oom_gets_one_compressed_retry_then_the_fallback_and_a_metric(tiny_model
         assert retry["messages"][-1] == first["messages"][-1]  # and so is the question
 
         streamed = httpx.post(f"{gw.url}/invocations", json={**body, "stream": True}, timeout=30)
-        events = [line[6:] for line in streamed.text.splitlines() if line.startswith("data: ")]
+        events = sse_data(streamed.text)
         assert events[-1] == "[DONE]"
         assert json.loads(events[0])["backend"]["fallback_reason"] == "engine_oom"
 
@@ -128,7 +128,7 @@ def test_a_request_past_the_deadline_is_cut_off_cleanly(
     }
     with start_gateway(tiny_model, workdir, engine_url=vllm_engine.base_url, overrides=overrides) as gw:
         streamed = httpx.post(f"{gw.url}/invocations", json={**long_answer, "stream": True}, timeout=30)
-        events = [line[6:] for line in streamed.text.splitlines() if line.startswith("data: ")]
+        events = sse_data(streamed.text)
         assert events[-1] == "[DONE]", streamed.text[:500]
         assert json.loads(events[-2])["choices"][0]["finish_reason"] == "deadline_exceeded"
         assert len(events) > 3  # tokens that made it in time were delivered

@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from devtools.local_serving import EngineHandle, GatewayHandle
+from devtools.local_serving import EngineHandle, GatewayHandle, sse_data
 
 pytestmark = pytest.mark.container
 
@@ -29,10 +29,6 @@ def long_history(turns: int, words: int = 60) -> list[dict[str, str]]:
             {"role": "assistant", "content": f"answer {i}: " + "the latest chapter releases " * (words // 4)}
         )
     return history
-
-
-def sse_events(text: str) -> list[str]:
-    return [line[len("data: ") :] for line in text.splitlines() if line.startswith("data: ")]
 
 
 def test_ping_is_fast_and_does_not_touch_the_engine(gateway: GatewayHandle) -> None:
@@ -67,7 +63,7 @@ def test_streaming_invocation_passes_tokens_through_and_names_the_adapter(gatewa
         assert response.headers["content-type"].startswith("text/event-stream")
         assert response.headers["x-adapter"] == "general_support"
         text = response.read().decode()
-    events = sse_events(text)
+    events = sse_data(text)
     assert events[-1] == "[DONE]"
     chunks = [json.loads(e) for e in events[:-1]]
     assert chunks[0]["backend"] == {"version": "tiny-llama-test", "adapter": "general_support"}
@@ -95,7 +91,7 @@ def test_openai_routes_pass_through(gateway: GatewayHandle) -> None:
     assert completion.status_code == 200
     assert completion.json()["model"] == "manga_domain"
     with httpx.stream("POST", f"{gateway.url}/v1/chat/completions", json={**payload, "stream": True}) as streamed:
-        assert sse_events(streamed.read().decode())[-1] == "[DONE]"
+        assert sse_data(streamed.read().decode())[-1] == "[DONE]"
 
 
 def test_long_session_is_trimmed_with_marker_and_fits_the_model(gateway: GatewayHandle) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from devtools.local_serving import GatewayHandle, engine_pids, start_gateway
+from devtools.local_serving import GatewayHandle, engine_pids, sse_data, start_gateway
 from devtools.tiny_model import TinyModel
 
 pytestmark = pytest.mark.container
@@ -105,7 +105,7 @@ def test_engine_death_gets_controlled_answers_and_an_in_place_restart(owned: Gat
     assert first_chunk.wait(60)
     os.killpg(engine_pid, signal.SIGKILL)  # the real thing: the engine and its workers die at once
     worker.join(120)
-    events = [line[6:] for line in "".join(stream_text).splitlines() if line.startswith("data: ")]
+    events = sse_data("".join(stream_text))
     assert events[-1] == "[DONE]"
     last = json.loads(events[-2])
     assert last["choices"][0]["finish_reason"] == "fallback"
