@@ -47,7 +47,7 @@ lint: $(STAMPS)/venv
 	$(BIN)/hadolint gpu_container/Dockerfile
 
 typecheck: $(STAMPS)/venv
-	$(BIN)/mypy layers/core functions gpu_container/gateway devtools
+	$(BIN)/mypy layers/core functions gpu_container/gateway devtools bench demo
 
 validate: $(STAMPS)/sam $(STAMPS)/node
 	@for t in template.yaml templates/*.yaml; do $(SAM_VENV)/bin/sam validate --lint --template "$$t" || exit 1; done

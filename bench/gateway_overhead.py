@@ -11,25 +11,34 @@
 - ``gateway_cpu_ms_per_request_16`` / ``_64``: the gateway's own CPU time per relayed request (less
   sensitive to other load on the machine than the ratios).
 
-Engine, gateway and load generator share the machine's cores, so absolute numbers are noisy; the
-interleaving keeps the comparison fair.
+CPU layout. On a GPU instance the engine computes on the GPU and the gateway's CPU time is not taken
+from it. Here the engine computes on the CPU, so when everything shares every core each gateway
+CPU-millisecond slows the engine and the ratio measures the machine's contention more than the gateway
+(runs on a shared 2-core host swung from 0.76 to 1.12). So the engine (API server and compute threads)
+is pinned to the lower half of the CPUs and the gateway and the load generator to the upper half; the
+direct runs use the same layout, so both sides drive the same engine on the same cores
+(``engine_cpus`` / ``front_cpus`` record it). With a single CPU nothing is pinned.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import httpx
 
 from devtools.local_serving import start_engine, start_gateway
 from devtools.tiny_model import ensure_tiny_model
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 ROUNDS = 8
@@ -95,6 +104,27 @@ async def _latencies(direct: tuple[str, dict[str, Any]], gateway: tuple[str, dic
         return statistics.median(samples["direct"]), statistics.median(samples["gateway"])
 
 
+def cpu_layout() -> tuple[set[int] | None, set[int] | None]:
+    """(engine CPUs, gateway + load generator CPUs): the lower and upper half of this process's CPUs."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return None, None
+    half = len(cpus) // 2
+    return set(cpus[:half]), set(cpus[half:])
+
+
+@contextlib.contextmanager
+def on_cpus(cpus: set[int] | None) -> Iterator[None]:
+    """Run this process (the load generator) on ``cpus`` for the duration."""
+    before = os.sched_getaffinity(0)
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
 def run() -> dict[str, float]:
     from gateway.config import load_gateway_config
     from gateway.prompt import PromptBuilder
@@ -110,11 +140,15 @@ def run() -> dict[str, float]:
     direct_body = {"model": ADAPTER, "messages": built.messages, "max_tokens": TOKENS, "stream": True, **sampling}
     gateway_body = {**invocation, "stream": True, **sampling}
 
-    results: dict[str, float] = {}
+    engine_cpus, front_cpus = cpu_layout()
+    results: dict[str, float] = {"engine_cpus": len(engine_cpus or ()), "front_cpus": len(front_cpus or ())}
     with (
         tempfile.TemporaryDirectory() as work,
-        start_engine(tiny, logs=Path(work)) as engine,
-        start_gateway(tiny, Path(work), engine_url=engine.base_url, env={"METRICS_INTERVAL_S": "60"}) as gateway,
+        start_engine(tiny, logs=Path(work), cpus=engine_cpus) as engine,
+        start_gateway(
+            tiny, Path(work), engine_url=engine.base_url, env={"METRICS_INTERVAL_S": "60"}, cpus=front_cpus
+        ) as gateway,
+        on_cpus(front_cpus),
     ):
         direct_url = f"{engine.base_url}/v1/chat/completions"
         gateway_url = f"{gateway.url}/invocations"

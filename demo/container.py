@@ -73,8 +73,9 @@ def run(emulator: MotoServer) -> None:
 
             _say("\nA 30-turn session, sent whole each turn; the budget keeps it inside max_model_len:")
             for turns in (4, 12, 13, 20, 30):
-                body = {"messages": [{"role": "user", "content": "and the next one?"}], "history": _long_session(turns)}
-                response = _ask(gw.url, body)
+                question = [{"role": "user", "content": "and the next one?"}]
+                session: dict[str, Any] = {"messages": question, "history": _long_session(turns)}
+                response = _ask(gw.url, session)
                 usage = response.json()["usage"]
                 _say(
                     f"  turn {turns + 1:>2}: {turns:>2} prior turns -> dropped {response.headers['x-dropped-turns']:>2}"
@@ -83,18 +84,20 @@ def run(emulator: MotoServer) -> None:
                 )
 
             _say("\nA streamed answer (stream: true, as InvokeEndpointWithResponseStream uses it):")
-            body = {"messages": [{"role": "user", "content": "recommend a manga"}], "stream": True, "max_tokens": 12}
-            events = sse_data(httpx.post(f"{gw.url}/invocations", json=body, timeout=60).text)
+            ask = [{"role": "user", "content": "recommend a manga"}]
+            streamed = {"messages": ask, "stream": True, "max_tokens": 12}
+            events = sse_data(httpx.post(f"{gw.url}/invocations", json=streamed, timeout=60).text)
             _say(f"  first event: {events[0][:140]}...")
             pieces = [json.loads(e)["choices"][0]["delta"].get("content", "") for e in events[1:-1]]
             _say(f"  {len(pieces)} more events, text (random weights, so gibberish): {''.join(pieces)!r}")
             _say(f"  last event: {events[-1]}")
 
             _say("\nBad input is answered at once with a clear 4xx:")
-            for body in (
+            bad: tuple[dict[str, Any], ...] = (
                 {"messages": [{"role": "user", "content": "hi"}], "adapter": "shonen_v9"},
                 {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5000},
-            ):
+            )
+            for body in bad:
                 response = httpx.post(f"{gw.url}/invocations", json=body, timeout=10)
                 _say(f"  {response.status_code} {response.json()['error']['message']}")
 

@@ -82,11 +82,16 @@ class Process:
         return self.popen.returncode
 
 
-def _spawn(command: list[str], env: dict[str, str], logs: Path, name: str) -> Process:
+def _spawn(command: list[str], env: dict[str, str], logs: Path, name: str, cpus: set[int] | None = None) -> Process:
+    """Start ``command`` in its own session; ``cpus`` pins it (and every process and thread it starts)."""
     logs.mkdir(parents=True, exist_ok=True)
     out, err = logs / f"{name}.stdout", logs / f"{name}.stderr"
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     with out.open("wb") as stdout, err.open("wb") as stderr:
-        popen = subprocess.Popen(command, env=env, stdout=stdout, stderr=stderr, start_new_session=True)
+        popen = subprocess.Popen(
+            command, env=env, stdout=stdout, stderr=stderr, start_new_session=True,
+            preexec_fn=pin,  # noqa: PLW1509 - one syscall between fork and exec, no locks taken
+        )  # fmt: skip
     return Process(popen, out, err)
 
 
@@ -135,11 +140,12 @@ def start_engine(
     max_model_len: int = 2048,
     extra_args: list[str] | None = None,
     timeout_s: float = 300.0,
+    cpus: set[int] | None = None,
 ) -> Iterator[EngineHandle]:
     """Start one real vLLM OpenAI server on the CPU with the tiny model and its three adapters.
 
     ``kv_cache_bytes`` sets a deliberately small KV cache (``--kv-cache-memory-bytes``) instead of
-    ``kv_cache_gib``.
+    ``kv_cache_gib``. ``cpus`` pins the engine, its compute threads included, to those CPUs.
     """
     from gateway.supervisor import engine_command
 
@@ -158,7 +164,9 @@ def start_engine(
         ],
     )
     env = engine_env(None if kv_cache_bytes else kv_cache_gib)
-    process = _spawn(command, env, logs or tiny.root / "logs", f"engine-{port}")
+    if cpus:  # vLLM binds its OpenMP threads itself ("auto": every core of the NUMA node) unless told
+        env["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(map(str, sorted(cpus)))
+    process = _spawn(command, env, logs or tiny.root / "logs", f"engine-{port}", cpus)
     try:
         wait_http(f"http://127.0.0.1:{port}/health", timeout_s, process)
         yield EngineHandle(f"http://127.0.0.1:{port}", port, tiny.model_dir, dict(tiny.adapters), process)
@@ -231,12 +239,14 @@ def start_gateway(
     wait_ready_s: float | None = 300.0,
     name: str = "gateway",
     engine_kv_cache_gib: int | None = 1,
+    cpus: set[int] | None = None,
 ) -> Iterator[GatewayHandle]:
     """Start ``python -m gateway serve`` (the container's entrypoint) on a free loopback port.
 
     With ``engine_url`` it attaches to a running engine; without, it starts and supervises its own.
     ``wait_ready_s`` waits for ``/ping`` 200 (``None``: return as soon as it listens).
     ``engine_kv_cache_gib`` ``None`` leaves the supervised engine's KV cache to ``supervisor.extra_args``.
+    ``cpus`` pins the gateway process to those CPUs.
     """
     port = free_port()
     engine_port = None if engine_url else free_port()
@@ -255,7 +265,7 @@ def start_gateway(
         **({"ENGINE_URL": engine_url} if engine_url else {"ENGINE_PORT": str(engine_port)}),
         **(env or {}),
     }
-    process = _spawn([sys.executable, "-m", "gateway", "serve"], gateway_env, workdir, f"{name}-{port}")
+    process = _spawn([sys.executable, "-m", "gateway", "serve"], gateway_env, workdir, f"{name}-{port}", cpus)
     handle = GatewayHandle(f"http://127.0.0.1:{port}", port, engine_port, process, config_path, gateway_env)
     try:
         if wait_ready_s is not None:
