@@ -23,6 +23,11 @@ GATEWAY_COUNTERS: tuple[MetricName, ...] = (
 _KNOWN: frozenset[str] = frozenset(MetricName)
 
 
+def _check(name: str) -> None:
+    if name not in _KNOWN:
+        raise ValueError(f"unknown metric {name!r}: use a fleetops.metrics.MetricName")
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """What was recorded between two drains.
@@ -85,8 +90,7 @@ class GatewayMetrics:
         ValueError
             If ``name`` is not in the metric contract (``fleetops.metrics.MetricName``).
         """
-        if name not in _KNOWN:
-            raise ValueError(f"unknown metric {name!r}: use a fleetops.metrics.MetricName")
+        _check(name)
         with self._lock:
             self._counters[name] = self._counters.get(name, 0.0) + value
 
@@ -98,8 +102,7 @@ class GatewayMetrics:
         ValueError
             If ``name`` is not in the metric contract (``fleetops.metrics.MetricName``).
         """
-        if name not in _KNOWN:
-            raise ValueError(f"unknown metric {name!r}: use a fleetops.metrics.MetricName")
+        _check(name)
         with self._lock:
             seen = self._seen.get(name, 0) + 1
             self._seen[name] = seen
