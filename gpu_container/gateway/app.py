@@ -24,7 +24,7 @@ from gateway.supervisor import EngineState
 from gateway.upstream import Upstream, UpstreamError, UpstreamResponse
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
     from starlette.requests import Request
 
@@ -103,51 +103,22 @@ class Gateway:
             return "engine_failed"
         return "warming_up" if self.engine.state is not EngineState.STOPPED else "stopped"
 
-    def _refuse(self) -> JSONResponse | None:
-        if self.state.draining:
-            return JSONResponse({"error": {"code": "draining", "message": "this instance is shutting down"}}, 503)
-        return None
-
-    async def _read_body(self, request: Request) -> bytes:
-        limit = self.config.server.max_body_bytes
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise ClientError(413, "payload_too_large", f"request body over the {limit}-byte limit", limit=limit)
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise ClientError(413, "payload_too_large", f"request body over the {limit}-byte limit", limit=limit)
-            chunks.append(chunk)
-        return b"".join(chunks)
-
     async def invocations(self, request: Request) -> Response:
         started = time.perf_counter()
-        refused = self._refuse()
-        if refused is not None:
-            return refused
-        self.state.enter()
-        streaming = False
-        try:
-            try:
-                raw = await self._read_body(request)
-            except ClientError as exc:
-                return self.service.client_error(exc)
-            response = await self.service.invoke(raw, started)
-            streaming = self._hold_until_streamed(response)
-            return response
-        finally:
-            if not streaming:
-                self.state.leave()
+        return await self._serve(request, lambda body: self.service.invoke(body, started))
 
     async def passthrough(self, request: Request) -> Response:
         """``/v1/*`` straight to vLLM (OpenAI clients), streamed both ways without re-parsing."""
-        refused = self._refuse()
-        if refused is not None:
-            return refused
-        if not self.engine.available:
+        if not self.state.draining and not self.engine.available:  # draining answers first, in _serve
             message = f"the engine is {self.engine.state}; retry shortly"
             return JSONResponse({"error": {"code": "engine_unavailable", "message": message}}, 503)
+        return await self._serve(request, lambda body: self._forward(request, body))
+
+    async def _serve(self, request: Request, answer: Callable[[bytes], Awaitable[Response]]) -> Response:
+        """Refuse new work while draining; otherwise read the body and count the request in flight
+        until its answer, or its stream, is over (the drain waits on that count)."""
+        if self.state.draining:
+            return JSONResponse({"error": {"code": "draining", "message": "this instance is shutting down"}}, 503)
         self.state.enter()
         streaming = False
         try:
@@ -155,22 +126,39 @@ class Gateway:
                 body = await self._read_body(request)
             except ClientError as exc:
                 return self.service.client_error(exc)
-            url = f"{self.engine.base_url}{request.url.path}"
-            if request.url.query:
-                url += f"?{request.url.query}"
-            headers = {k: v for k, v in request.headers.items() if k.lower() in ("content-type", "accept")}
-            try:
-                response = await self.upstream.request(request.method, url, body or None, headers, None)
-            except UpstreamError as exc:
-                self.engine.report_failure()
-                return JSONResponse({"error": {"code": "engine_unavailable", "message": repr(exc)}}, 503)
-            out_headers = {k: v for k, v in response.headers.items() if k.lower() not in _HOP_HEADERS}
-            streamed = RelayResponse(_raw(response), response.status, out_headers)
-            streaming = self._hold_until_streamed(streamed)
-            return streamed
+            response = await answer(body)
+            streaming = self._hold_until_streamed(response)
+            return response
         finally:
             if not streaming:
                 self.state.leave()
+
+    async def _read_body(self, request: Request) -> bytes:
+        limit = self.config.server.max_body_bytes
+        too_large = ClientError(413, "payload_too_large", f"request body over the {limit}-byte limit", limit=limit)
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise too_large
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise too_large
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _forward(self, request: Request, body: bytes) -> Response:
+        url = f"{self.engine.base_url}{request.url.path}"
+        if request.url.query:
+            url += f"?{request.url.query}"
+        headers = {k: v for k, v in request.headers.items() if k.lower() in ("content-type", "accept")}
+        try:
+            response = await self.upstream.request(request.method, url, body or None, headers, None)
+        except UpstreamError as exc:
+            self.engine.report_failure()
+            return JSONResponse({"error": {"code": "engine_unavailable", "message": repr(exc)}}, 503)
+        out_headers = {k: v for k, v in response.headers.items() if k.lower() not in _HOP_HEADERS}
+        return RelayResponse(_raw(response), response.status, out_headers)
 
     def _hold_until_streamed(self, response: Response) -> bool:
         """Keep a streaming response counted as in flight until its last byte (the drain waits for it)."""
