@@ -115,10 +115,15 @@ def plan_scale_out(
         f"breach x{alarm.breach:.2f} of the threshold -> step +{step}: "
         f"MinCapacity {target.min_capacity} -> {new_min}{clamp}"
     )
+    return _gated(act, reason, gate, before=before, after=after)
+
+
+def _gated(act: ActionType, reason: str, gate: Gate, **change: dict[str, Any] | None) -> ActionPlan:
+    """``go``, or only ``planned`` (saying what it would do) while the kill switch or dry run holds it."""
     held = gate.closed_because()
     if held:
-        return ActionPlan(action=act, status="planned", reason=f"{held}: would {reason}", before=before, after=after)
-    return ActionPlan(action=act, status="go", reason=reason, before=before, after=after)
+        return ActionPlan(action=act, status="planned", reason=f"{held}: would {reason}", **change)
+    return ActionPlan(action=act, status="go", reason=reason, **change)
 
 
 def _rate_limited(now: datetime, rails: RailState, playbook: Playbook, already_planned: int) -> str | None:
@@ -137,11 +142,7 @@ def _plan_rollback(
     limited = _rate_limited(alarm.at, rails, playbook, planned)
     if limited:
         return ActionPlan(action=act, status="skipped", reason=limited)
-    reason = f"canary {alarm.variant_name!r} in trouble ({alarm.kind}): roll back"
-    held = gate.closed_because()
-    if held:
-        return ActionPlan(action=act, status="planned", reason=f"{held}: would {reason}")
-    return ActionPlan(action=act, status="go", reason=reason)
+    return _gated(act, f"canary {alarm.variant_name!r} in trouble ({alarm.kind}): roll back", gate)
 
 
 def decide(
