@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from devtools.local_serving import CPU_ENGINE_ARGS, engine_pids, start_gateway
+from devtools.local_serving import CPU_ENGINE_ARGS, engine_pids, engine_totals, start_gateway
 from devtools.tiny_model import ADAPTERS, ensure_tiny_model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,11 +39,6 @@ TEXT = "which manga volume ships next week is the preorder open 最新刊 予約
 def question(rng: random.Random) -> str:
     words = TEXT.split()
     return " ".join(rng.choice(words) for _ in range(rng.randint(30, 60)))
-
-
-def engine_total(port: int, name: str) -> float:
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{"))
 
 
 async def sessions(url: str, direct: bool, system_prompt: str) -> tuple[int, int]:
@@ -101,7 +96,7 @@ def run() -> dict[str, float]:
         started = time.perf_counter()
         over, _ = asyncio.run(sessions(f"{gw.url}/invocations", direct=False, system_prompt=system_prompt))
         elapsed = time.perf_counter() - started
-        preemptions = engine_total(gw.engine_port, "vllm:num_preemptions_total")
+        preemptions = engine_totals(f"http://127.0.0.1:{gw.engine_port}")["vllm:num_preemptions_total"]
         engine_url = f"http://127.0.0.1:{gw.engine_port}/v1/chat/completions"
         _, refused = asyncio.run(sessions(engine_url, direct=True, system_prompt=system_prompt))
         time.sleep(2.5)  # one metrics interval

@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from devtools.local_serving import start_engine, start_gateway
+from devtools.local_serving import engine_totals, start_engine, start_gateway
 from devtools.tiny_model import ensure_tiny_model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,12 +48,7 @@ def question(rng: random.Random) -> str:
 
 
 def engine_counters(base_url: str) -> tuple[float, float]:
-    text = httpx.get(f"{base_url}/metrics", timeout=10).text
-    totals = {"vllm:prefix_cache_hits_total": 0.0, "vllm:prefix_cache_queries_total": 0.0}
-    for line in text.splitlines():
-        name = line.split("{", 1)[0]
-        if name in totals:
-            totals[name] += float(line.rsplit(" ", 1)[1])
+    totals = engine_totals(base_url)
     return totals["vllm:prefix_cache_hits_total"], totals["vllm:prefix_cache_queries_total"]
 
 

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any
 
 import httpx
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from devtools.emulator import free_port
 from devtools.tiny_model import LORA_RANK, TinyModel
@@ -277,6 +279,16 @@ def start_gateway(
         yield handle
     finally:
         process.stop(timeout_s=40)
+
+
+def engine_totals(base_url: str) -> defaultdict[str, float]:
+    """A vLLM server's ``/metrics``: each sample name's value summed over its label sets (0 when absent)."""
+    text = httpx.get(f"{base_url}/metrics", timeout=10).text
+    totals: defaultdict[str, float] = defaultdict(float)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            totals[sample.name] += sample.value
+    return totals
 
 
 def sse_data(text: str) -> list[str]:

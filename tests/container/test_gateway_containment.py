@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from devtools.emulator import free_port
-from devtools.local_serving import PYTHONPATH, EngineHandle, sse_data, start_gateway
+from devtools.local_serving import PYTHONPATH, EngineHandle, engine_totals, sse_data, start_gateway
 from devtools.tiny_model import TinyModel
 
 pytestmark = pytest.mark.container
@@ -149,9 +149,7 @@ def test_a_request_past_the_deadline_is_cut_off_cleanly(
 def wait_idle(engine: EngineHandle, timeout_s: float = 30) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        text = httpx.get(f"{engine.base_url}/metrics", timeout=5).text
-        running = [line for line in text.splitlines() if line.startswith("vllm:num_requests_running{")]
-        if all(float(line.rsplit(" ", 1)[1]) == 0 for line in running):
+        if engine_totals(engine.base_url)["vllm:num_requests_running"] == 0:
             return
         time.sleep(0.2)
     raise AssertionError("the engine is still busy")

@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from devtools.local_serving import EngineHandle, GatewayHandle, sse_data
+from devtools.local_serving import EngineHandle, GatewayHandle, engine_totals, sse_data
 
 pytestmark = pytest.mark.container
 
@@ -188,13 +188,8 @@ def test_a_client_that_leaves_mid_stream_frees_the_engine(gateway: GatewayHandle
     with httpx.stream("POST", f"{gateway.url}/invocations", json=body, timeout=60) as response:
         next(response.iter_raw())  # the answer has started ...
     left = time.monotonic()  # ... and the client hangs up
-    while engine_gauge(vllm_engine, "vllm:num_requests_running") > 0:
+    while engine_totals(vllm_engine.base_url)["vllm:num_requests_running"] > 0:
         assert time.monotonic() - left < 2.0, "the engine kept generating for a client that left"
         time.sleep(0.05)
     assert "Exception in ASGI application" not in gateway.process.stderr()
     assert httpx.post(f"{gateway.url}/invocations", json=chat("next"), timeout=60).status_code == 200
-
-
-def engine_gauge(engine: EngineHandle, name: str) -> float:
-    text = httpx.get(f"{engine.base_url}/metrics", timeout=5).text
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{"))

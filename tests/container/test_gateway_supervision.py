@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from devtools.local_serving import GatewayHandle, engine_pids, sse_data, start_gateway
+from devtools.local_serving import GatewayHandle, engine_pids, engine_totals, sse_data, start_gateway
 from devtools.tiny_model import TinyModel
 
 pytestmark = pytest.mark.container
@@ -54,11 +54,6 @@ def owned(tiny_model: TinyModel, model_copy: Path, tmp_path_factory: pytest.Temp
         yield handle
 
 
-def engine_metric(port: int, name: str) -> float:
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{"))
-
-
 def ask(handle: GatewayHandle, **extra: object) -> httpx.Response:
     body = {"messages": [{"role": "user", "content": "is volume 3 out?"}], "max_tokens": 8, **extra}
     return httpx.post(f"{handle.url}/invocations", json=body, timeout=60)
@@ -76,8 +71,9 @@ def test_ping_is_503_until_the_engine_is_loaded_and_every_adapter_warmed(owned: 
         time.sleep(0.5)
     assert owned.engine_port is not None
     # Warm-up: base + the three adapters, each with the system prompt (so it is in the prefix cache).
-    assert engine_metric(owned.engine_port, "vllm:request_success_total") >= 4
-    assert engine_metric(owned.engine_port, "vllm:prefix_cache_queries_total") > 0
+    engine = engine_totals(f"http://127.0.0.1:{owned.engine_port}")
+    assert engine["vllm:request_success_total"] >= 4
+    assert engine["vllm:prefix_cache_queries_total"] > 0
     assert "warm-up done" in owned.process.stderr()
     assert ask(owned).status_code == 200
 
