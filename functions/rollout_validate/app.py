@@ -26,6 +26,7 @@ tracer = Tracer()
 
 class Settings(CommonSettings):
     model_pointer_prefix: str
+    max_num_seqs: int | None = None  # the stack's MaxNumSeqs, written onto every model as SM_VLLM_MAX_NUM_SEQS
 
 
 class Event(BaseModel):
@@ -41,6 +42,7 @@ deps = PrepareDeps(
     kill_switch_engaged=KillSwitch(settings.kill_switch_parameter).engaged,
     pointer_prefix=settings.model_pointer_prefix,
     dry_run=settings.dry_run,
+    max_num_seqs=settings.max_num_seqs,
 )
 
 

@@ -53,8 +53,10 @@ def test_all_steps_pass_with_approvals_and_the_new_model_serves_100_percent(roll
     config = boto3.client("sagemaker").describe_endpoint_config(EndpointConfigName=described["EndpointConfigName"])
     assert (
         only["VariantName"] == "primary"
-        and config["ProductionVariants"][0]["ModelName"] == "manga-chat-llama-q4-v7-model"
+        and config["ProductionVariants"][0]["ModelName"] == "manga-chat-llama-q4-v7-final-model"
     )
+    promoted = boto3.client("sagemaker").describe_model(ModelName="manga-chat-llama-q4-v7-final-model")
+    assert promoted["PrimaryContainer"]["Environment"]["VARIANT_NAME"] == "primary"
     assert pointer()["version"] == "v7" and pointer()["previous_endpoint_config_name"] == "manga-chat-v6-config"
     # The previous config is kept for rollback.
     boto3.client("sagemaker").describe_endpoint_config(EndpointConfigName="manga-chat-v6-config")

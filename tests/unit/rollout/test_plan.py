@@ -18,6 +18,8 @@ from fleetops.rollout.plan import (
     build_plan,
     parse_request,
 )
+from fleetops.model_contract import ModelContract
+from fleetops.rollout.prepare import with_stack_engine_knobs
 from fleetops.tables import REGISTRY_PK, REGISTRY_SK
 from tests.conftest import load_event
 
@@ -67,7 +69,7 @@ def test_promotion_keeps_the_baseline_variant_name_and_capacity_with_the_new_mod
     [final] = plan().final_variants
     assert final == {
         "VariantName": "primary",
-        "ModelName": "manga-chat-llama-q4-v7-model",
+        "ModelName": "manga-chat-llama-q4-v7-final-model",
         "InstanceType": "ml.g5.2xlarge",
         "InitialInstanceCount": 3,
         "InitialVariantWeight": 1.0,
@@ -76,8 +78,57 @@ def test_promotion_keeps_the_baseline_variant_name_and_capacity_with_the_new_mod
 
 def test_adapters_reach_the_container_as_lora_modules_and_weights_as_model_data() -> None:
     container = plan().create_model["PrimaryContainer"]
-    assert container["Environment"]["LORA_MODULES"] == "shonen-voice=s3://manga-llm-artifacts/adapters/shonen-voice/v3/"
+    assert container["Environment"]["LORA_MODULES"] == (
+        "general_support=adapters/general_support jp_style=adapters/jp_style manga_domain=adapters/manga_domain "
+        "shonen_voice=adapters/shonen_voice-v3"
+    )
     assert container["ModelDataUrl"].endswith("model.tar.gz")
+
+
+def test_each_model_carries_the_contract_for_the_variant_it_serves() -> None:
+    p = plan()
+    canary = ModelContract.from_environment(p.create_model["PrimaryContainer"]["Environment"])
+    final = ModelContract.from_environment(p.create_final_model["PrimaryContainer"]["Environment"])
+    assert (canary.endpoint_name, canary.variant_name, canary.model_version) == ("manga-chat", "canary", "v7")
+    # After promotion the new model serves the baseline variant: its metrics must carry that name.
+    assert (final.endpoint_name, final.variant_name, final.model_version) == ("manga-chat", "primary", "v7")
+    assert canary.adapters == final.adapters and canary.engine == final.engine
+    assert canary.engine.max_model_len == 4096 and canary.engine.quantization == "awq"
+    assert p.create_final_model["PrimaryContainer"]["Image"] == p.create_model["PrimaryContainer"]["Image"]
+    assert p.new_pointer.sagemaker_model == p.final_model_name == "manga-chat-llama-q4-v7-final-model"
+
+
+def test_without_adapters_the_model_leaves_the_image_default_and_sets_no_lora_modules() -> None:
+    model = request()["model"] | {"adapters": None}
+    assert "LORA_MODULES" not in plan(model=model).create_model["PrimaryContainer"]["Environment"]
+
+
+@pytest.mark.parametrize(
+    ("model_changes", "message"),
+    [
+        ({"environment": {"MODEL_VERSION": "v9"}}, "which the rollout writes itself"),
+        ({"environment": {"SM_VLLM_MAX_NUM_SEQS": "8"}}, "which the rollout writes itself"),
+        ({"adapters": {"shonen_voice": "s3://bucket/adapters/shonen_voice/"}}, "relative path inside the model"),
+        ({"adapters": {"shonen_voice": "../../etc"}}, "relative path inside the model"),
+        ({"engine": {"max_num_seq": 8}}, "model.engine.max_num_seq"),
+        ({"engine": {"max_num_seqs": "lots"}}, "model.engine.max_num_seqs"),
+    ],
+)
+def test_a_model_that_breaks_the_contract_is_refused_before_anything_changes(
+    model_changes: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(RolloutInputError, match=message):
+        parse_request(request(model=request()["model"] | model_changes))
+
+
+def test_the_stack_max_num_seqs_reaches_every_model_and_a_different_one_is_refused() -> None:
+    parsed = with_stack_engine_knobs(parse_request(request()), 64)
+    p = build_plan(parsed, snapshot(), NOW, "/stack/models/manga-chat", None)
+    for model in (p.create_model, p.create_final_model):
+        assert model["PrimaryContainer"]["Environment"]["SM_VLLM_MAX_NUM_SEQS"] == "64"
+    asking = parse_request(request(model=request()["model"] | {"engine": {"max_num_seqs": 128}}))
+    with pytest.raises(RolloutInputError, match="differs from the stack's MaxNumSeqs 64"):
+        with_stack_engine_knobs(asking, 64)
 
 
 def test_pointer_and_registry_row_name_the_new_version_and_remember_the_previous_config() -> None:

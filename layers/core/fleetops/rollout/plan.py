@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from fleetops.model_contract import ENGINE_KNOB_PREFIX, OWNED, EngineKnobs, ModelContract, adapter_problems
 from fleetops.rollout.analysis import Thresholds
 from fleetops.tables import REGISTRY_PK, REGISTRY_SK
 
@@ -21,7 +22,7 @@ DEFAULT_STEPS = (5, 25, 50, 75, 100)
 # SageMaker resource names: alphanumerics and hyphens, at most 63 characters.
 _NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 _MAX_NAME = 63
-_SUFFIXES = ("-model", "-canary", "-final")
+_SUFFIXES = ("-model", "-final-model", "-canary", "-final")
 
 
 class RolloutInputError(ValueError):
@@ -37,41 +38,58 @@ class _Strict(BaseModel):
 
 
 class ModelSpec(_Strict):
-    """The new model version: container image, weights (S3 tarball or baked into the image), env, adapters."""
+    """The new model version: image, weights, adapters and engine knobs (see :mod:`fleetops.model_contract`)."""
 
     name: str = Field(min_length=1, max_length=64, description="model family in the registry, e.g. manga-llama")
     version: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
     image_uri: str = Field(min_length=1, max_length=255)
     model_data_url: str | None = Field(default=None, pattern=r"^s3://[^/]+/.+")
-    environment: dict[str, str] = Field(default_factory=dict)
-    adapters: dict[str, str] = Field(default_factory=dict, description="LoRA adapter name -> S3 URI or path")
+    environment: dict[str, str] = Field(default_factory=dict, description="more variables; not the contract's own")
+    adapters: dict[str, str] | None = Field(
+        default=None,
+        description="LoRA adapter name -> folder inside the model artifact (LORA_MODULES); None: the image's default",
+    )
+    engine: EngineKnobs = Field(default_factory=EngineKnobs, description="vLLM engine knobs (SM_VLLM_*)")
     execution_role_arn: str = Field(pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+")
 
     @field_validator("environment")
     @classmethod
     def _environment_limits(cls, env: dict[str, str]) -> dict[str, str]:
         # SageMaker: at most 100 entries, keys and values up to 1024 characters.
-        if len(env) > 100:
-            raise ValueError(f"at most 100 environment variables, got {len(env)}")
+        problems = []
+        if len(env) > 100 - len(OWNED) - len(EngineKnobs.model_fields):
+            problems.append(f"too many environment variables ({len(env)}): SageMaker allows 100 with the contract's")
         too_long = [k for k, v in env.items() if len(k) > 1024 or len(v) > 1024]
         if too_long:
-            raise ValueError(f"environment entries longer than 1024 characters: {too_long}")
+            problems.append(f"environment entries longer than 1024 characters: {too_long}")
+        owned = sorted(k for k in env if k in OWNED or k.startswith(ENGINE_KNOB_PREFIX))
+        if owned:
+            problems.append(
+                f"environment sets {owned}, which the rollout writes itself: use model.version, model.adapters "
+                "and model.engine"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
         return env
 
     @field_validator("adapters")
     @classmethod
-    def _adapter_names(cls, adapters: dict[str, str]) -> dict[str, str]:
-        bad = [name for name in adapters if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", name)]
-        if bad:
-            raise ValueError(f"adapter names must be 1-64 of [A-Za-z0-9._-]: {bad}")
+    def _adapter_paths(cls, adapters: dict[str, str] | None) -> dict[str, str] | None:
+        problems = adapter_problems(adapters or {})
+        if problems:
+            raise ValueError("; ".join(problems))
         return adapters
 
-    def container(self) -> dict[str, Any]:
-        """``PrimaryContainer`` for CreateModel; adapters reach vLLM as ``--lora-modules name=path``."""
-        env = dict(self.environment)
-        if self.adapters:
-            env["LORA_MODULES"] = " ".join(f"{name}={path}" for name, path in sorted(self.adapters.items()))
-        container: dict[str, Any] = {"Image": self.image_uri, "Environment": env}
+    def container(self, endpoint_name: str, variant_name: str) -> dict[str, Any]:
+        """``PrimaryContainer`` for CreateModel: the image, the weights, and the contract for one variant."""
+        contract = ModelContract(
+            endpoint_name=endpoint_name,
+            variant_name=variant_name,
+            model_version=self.version,
+            adapters=self.adapters,
+            engine=self.engine,
+        )
+        container: dict[str, Any] = {"Image": self.image_uri, "Environment": self.environment | contract.environment()}
         if self.model_data_url:
             container["ModelDataUrl"] = self.model_data_url
         return container
@@ -230,7 +248,9 @@ class RolloutPlan(_Strict):
     now_epoch: int
     lease_expires_at: int
     model_name: str
+    final_model_name: str
     create_model: dict[str, Any]
+    create_final_model: dict[str, Any]
     previous_endpoint_config_name: str
     canary_endpoint_config_name: str
     final_endpoint_config_name: str
@@ -314,7 +334,10 @@ def build_plan(
             "(a rollout in progress or an unfinished one: roll back first)"
         )
     base = f"{request.endpoint_name}-{request.rollout_id}"
+    # A model tells its container which variant it serves (metric dimensions), so the variant it is promoted
+    # to gets a model of its own: same image, weights and knobs, the baseline's variant name.
     model_name = f"{base}-model"
+    final_model_name = f"{base}-final-model"
     canary = request.canary
     baseline = max(endpoint.variants, key=lambda v: (v.weight, v.instance_count))
     previous = [
@@ -338,7 +361,7 @@ def build_plan(
     # (keyed by variant name) keep working, and full traffic finds full capacity.
     final_variant = {
         "VariantName": baseline.variant_name,
-        "ModelName": model_name,
+        "ModelName": final_model_name,
         "InstanceType": canary.instance_type,
         "InitialInstanceCount": baseline.instance_count,
         "InitialVariantWeight": 1.0,
@@ -365,7 +388,7 @@ def build_plan(
     pointer = Pointer(
         model=request.model.name,
         version=request.model.version,
-        sagemaker_model=model_name,
+        sagemaker_model=final_model_name,
         endpoint_config_name=f"{base}-final",
         rollout_id=request.rollout_id,
         previous_endpoint_config_name=endpoint.endpoint_config_name,
@@ -385,10 +408,16 @@ def build_plan(
         now_epoch=now_epoch,
         lease_expires_at=now_epoch + budget,
         model_name=model_name,
+        final_model_name=final_model_name,
         create_model={
             "ModelName": model_name,
             "ExecutionRoleArn": request.model.execution_role_arn,
-            "PrimaryContainer": request.model.container(),
+            "PrimaryContainer": request.model.container(request.endpoint_name, canary.variant_name),
+        },
+        create_final_model={
+            "ModelName": final_model_name,
+            "ExecutionRoleArn": request.model.execution_role_arn,
+            "PrimaryContainer": request.model.container(request.endpoint_name, baseline.variant_name),
         },
         previous_endpoint_config_name=endpoint.endpoint_config_name,
         canary_endpoint_config_name=f"{base}-canary",
@@ -422,7 +451,7 @@ def build_plan(
             REGISTRY_PK: {"S": request.model.name},
             REGISTRY_SK: {"S": request.model.version},
             "kind": {"S": "sagemaker"},
-            "sagemaker_model": {"S": model_name},
+            "sagemaker_model": {"S": final_model_name},
             "image_uri": {"S": request.model.image_uri},
             "endpoint_name": {"S": request.endpoint_name},
             "endpoint_config_name": {"S": f"{base}-final"},

@@ -7,7 +7,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from fleetops.rollout.plan import EndpointSnapshot, Pointer, RolloutPlan, build_plan, parse_request
+from fleetops.rollout.plan import (
+    EndpointSnapshot,
+    Pointer,
+    RolloutInputError,
+    RolloutPlan,
+    RolloutRequest,
+    build_plan,
+    parse_request,
+)
 
 
 class KillSwitchEngagedError(RuntimeError):
@@ -21,6 +29,33 @@ class PrepareDeps:
     kill_switch_engaged: Callable[[], bool]
     pointer_prefix: str
     dry_run: bool = False  # the stack's DRY_RUN: every rollout only plans
+    max_num_seqs: int | None = None  # the stack's MaxNumSeqs: what the saturation alarm divides by
+
+
+def with_stack_engine_knobs(request: RolloutRequest, max_num_seqs: int | None) -> RolloutRequest:
+    """Give the model the stack's ``max_num_seqs``; refuse a request that asks for another.
+
+    The saturation alarm is ``RunningRequests`` as a share of the stack's ``MaxNumSeqs``: an engine running
+    any other value would make that alarm lie.
+
+    Examples
+    --------
+    >>> model = {"name": "m", "version": "v7", "image_uri": "img", "execution_role_arn": "arn:aws:iam::123456789012:role/r"}
+    >>> request = parse_request({"rollout_id": "r", "endpoint_name": "e", "model": model,
+    ...                          "canary": {"instance_type": "ml.g5.2xlarge"}})
+    >>> with_stack_engine_knobs(request, 64).model.engine.max_num_seqs
+    64
+    """
+    if max_num_seqs is None:
+        return request
+    asked = request.model.engine.max_num_seqs
+    if asked is not None and asked != max_num_seqs:
+        raise RolloutInputError(
+            f"invalid rollout request: model.engine.max_num_seqs: {asked} differs from the stack's MaxNumSeqs "
+            f"{max_num_seqs}, which the saturation alarm assumes; change the stack parameter instead"
+        )
+    engine = request.model.engine.model_copy(update={"max_num_seqs": max_num_seqs})
+    return request.model_copy(update={"model": request.model.model_copy(update={"engine": engine})})
 
 
 def prepare_rollout(request: dict[str, Any], now: datetime, deps: PrepareDeps) -> RolloutPlan:
@@ -35,7 +70,7 @@ def prepare_rollout(request: dict[str, Any], now: datetime, deps: PrepareDeps) -
     EndpointMissingError, EndpointNotReadyForRolloutError
         The endpoint does not exist, is not InService, or already has the canary variant.
     """
-    parsed = parse_request(request)
+    parsed = with_stack_engine_knobs(parse_request(request), deps.max_num_seqs)
     if deps.kill_switch_engaged():
         raise KillSwitchEngagedError("the automation kill switch is engaged; release it to start a rollout")
     endpoint = deps.read_endpoint(parsed.endpoint_name)
