@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from fleetops.model_contract import ModelContract
 from fleetops.rollout.plan import (
     EndpointNotReadyForRolloutError,
     EndpointSnapshot,
@@ -18,7 +19,6 @@ from fleetops.rollout.plan import (
     build_plan,
     parse_request,
 )
-from fleetops.model_contract import ModelContract
 from fleetops.rollout.prepare import with_stack_engine_knobs
 from fleetops.tables import REGISTRY_PK, REGISTRY_SK
 from tests.conftest import load_event
