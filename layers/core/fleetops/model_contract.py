@@ -257,18 +257,18 @@ class ModelContract(BaseModel):
         except ModelContractError as exc:
             problems += exc.problems
             engine = EngineKnobs()
-        if problems:
-            raise ModelContractError(problems)
+        # The variables that are set are validated even when others are missing, so every problem is named at once.
+        fields = {"endpoint_name": ENDPOINT_NAME, "variant_name": VARIANT_NAME, "model_version": MODEL_VERSION}
+        data = {field: env[name] for field, name in fields.items() if env.get(name)}
+        contract: ModelContract | None = None
         try:
-            return cls(
-                endpoint_name=env[ENDPOINT_NAME],
-                variant_name=env[VARIANT_NAME],
-                model_version=env[MODEL_VERSION],
-                adapters=adapters,
-                engine=engine,
-            )
+            contract = cls.model_validate({**data, "adapters": adapters, "engine": engine})
         except ValidationError as exc:
-            fields = {"endpoint_name": ENDPOINT_NAME, "variant_name": VARIANT_NAME, "model_version": MODEL_VERSION}
-            raise ModelContractError(
-                [f"{fields.get(str(e['loc'][0]), e['loc'][0])}: {e['msg']}" for e in exc.errors()]
-            ) from None
+            problems += [
+                f"{fields.get(str(e['loc'][0]), e['loc'][0])}: {e['msg']}"
+                for e in exc.errors()
+                if e["type"] != "missing"  # named above
+            ]
+        if problems or contract is None:
+            raise ModelContractError(problems)
+        return contract
