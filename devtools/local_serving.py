@@ -31,11 +31,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from devtools.emulator import free_port
 from devtools.tiny_model import LORA_RANK, TinyModel
+from fleetops.model_contract import ENGINE_KNOB_PREFIX, OWNED, EngineKnobs
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = REPO / "gpu_container" / "config" / "gateway.yaml"
 PYTHONPATH = os.pathsep.join(str(REPO / p) for p in ("layers/core", "gpu_container", "."))
 
+
+#: The model contract (:mod:`fleetops.model_contract`) a local gateway runs under, as a rollout would set it.
+CONTRACT = {"ENDPOINT_NAME": "manga-chat-local", "VARIANT_NAME": "primary", "MODEL_VERSION": "tiny-llama-test"}
 
 #: The CPU attention kernel defaults to 128-token KV blocks; 32 (its smallest) is closer to the GPU default
 #: of 16, so prefix-cache hits are counted at a granularity like production's.
@@ -156,7 +160,7 @@ def start_engine(
         tiny.model_dir,
         dict(tiny.adapters),
         lora_rank=LORA_RANK,
-        max_model_len=max_model_len,
+        knobs=EngineKnobs(max_model_len=max_model_len),
         host="127.0.0.1",
         port=port,
         extra_args=[
@@ -246,23 +250,25 @@ def start_gateway(
     """Start ``python -m gateway serve`` (the container's entrypoint) on a free loopback port.
 
     With ``engine_url`` it attaches to a running engine; without, it starts and supervises its own.
-    ``wait_ready_s`` waits for ``/ping`` 200 (``None``: return as soon as it listens).
+    The model's contract is set as a rollout sets it (:data:`CONTRACT`: endpoint, variant, version);
+    ``env`` adds to or replaces it, e.g. ``LORA_MODULES`` or ``SM_VLLM_MAX_NUM_SEQS`` for a supervised
+    engine. ``wait_ready_s`` waits for ``/ping`` 200 (``None``: return as soon as it listens).
     ``engine_kv_cache_gib`` ``None`` leaves the supervised engine's KV cache to ``supervisor.extra_args``.
     ``cpus`` pins the gateway process to those CPUs.
     """
     port = free_port()
     engine_port = None if engine_url else free_port()
     config_path = write_config(workdir / f"{name}-{port}.yaml", overrides)
+    # The model's knobs and adapters come from ``env`` only, never from the shell that runs the tests.
+    inherited = {k: v for k, v in engine_env(engine_kv_cache_gib).items() if k not in OWNED}
     gateway_env = {
-        **engine_env(engine_kv_cache_gib),
+        **{k: v for k, v in inherited.items() if not k.startswith(ENGINE_KNOB_PREFIX)},
         "GATEWAY_CONFIG": str(config_path),
         "MODEL_DIR": str(model_dir or tiny.model_dir),
         "ADAPTERS_DIR": str(adapters_dir or tiny.adapters_dir),
         "PORT": str(port),
         "BIND_HOST": "127.0.0.1",
-        "ENDPOINT_NAME": "manga-chat-local",
-        "VARIANT_NAME": "primary",
-        "BACKEND_VERSION": "tiny-llama-test",
+        **CONTRACT,
         "METRICS_INTERVAL_S": "2",
         **({"ENGINE_URL": engine_url} if engine_url else {"ENGINE_PORT": str(engine_port)}),
         **(env or {}),

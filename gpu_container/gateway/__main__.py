@@ -1,8 +1,11 @@
 """Container entrypoint: ``python -m gateway serve`` (SageMaker starts the image with the argument ``serve``).
 
-Start-up checks (config, tokenizer, adapter compatibility) run before anything listens, so a bad image
-fails at once with a clear message and exit code 1. Then the gateway listens on :8080 while the
-engine starts in the background; SIGTERM drains (see :mod:`gateway.app`) and exits 0.
+Start-up checks run before anything listens: the model's contract (:mod:`fleetops.model_contract`) and
+the deployment variables, ``gateway.yaml``, the budget against the effective engine knobs, the adapters
+served (present, compatible, every route leading to one), the tokenizer. A bad image or model fails at
+once with exit code 1 and ``gateway: cannot start:`` followed by every problem, one per line. Then the
+gateway listens on :8080 while the engine starts in the background; SIGTERM drains (see
+:mod:`gateway.app`) and exits 0.
 """
 
 from __future__ import annotations
@@ -20,7 +23,15 @@ from gateway.config import Environment, GatewayConfig, GatewayConfigError, load_
 from gateway.fallback import BedrockFallback
 from gateway.metrics import GatewayMetrics
 from gateway.prompt import PromptBuilder
-from gateway.routing import AdapterCompatibilityError, Router, check_adapters
+from gateway.routing import (
+    AdapterCompatibilityError,
+    AdapterInfo,
+    Router,
+    adapter_source,
+    check_adapters,
+    routing_for,
+    served_adapters,
+)
 from gateway.serving import InvocationService
 from gateway.supervisor import Engine, EngineSupervisor, ExternalEngine, engine_command
 from gateway.tokens import TokenCounter, TokenizerError
@@ -33,9 +44,56 @@ if TYPE_CHECKING:
 USAGE = "usage: python -m gateway serve"
 
 
+def effective_config(env: Environment, config: GatewayConfig) -> tuple[GatewayConfig, dict[str, AdapterInfo]]:
+    """``gateway.yaml`` as this model runs it, and the adapters it serves.
+
+    The model's engine knobs go over the file's (the budget is checked against the result), its
+    ``LORA_MODULES`` replace ``routing.adapters``; every problem of either kind is collected.
+
+    Raises
+    ------
+    GatewayConfigError
+        Naming every problem: budget vs the effective ``max_model_len``, routes to adapters not served,
+        adapters missing or unreadable, adapters that do not share rank and target modules.
+
+    Examples
+    --------
+    >>> env = Environment.from_env({"ENDPOINT_NAME": "e", "VARIANT_NAME": "v", "MODEL_VERSION": "1",
+    ...                             "SM_VLLM_MAX_MODEL_LEN": "4096", "LORA_MODULES": "jp=adapters/jp"})
+    >>> config, adapters = effective_config(env, load_gateway_config(env.config_path))  # doctest: +SKIP
+    >>> config.budget.max_model_len, config.routing.adapters  # doctest: +SKIP
+    (4096, ['jp'])
+    """
+    problems: list[str] = []
+    try:
+        config = config.for_model(env.engine)
+    except GatewayConfigError as exc:
+        problems += exc.problems
+    served = served_adapters(env, config.routing)
+    try:
+        config = config.model_copy(update={"routing": routing_for(config.routing, served, adapter_source(env))})
+    except GatewayConfigError as exc:
+        problems += exc.problems
+    adapters: dict[str, AdapterInfo] = {}
+    try:
+        adapters = check_adapters(served)
+    except AdapterCompatibilityError as exc:
+        problems += exc.problems
+    if problems:
+        raise GatewayConfigError(problems)
+    return config, adapters
+
+
 def build_gateway(env: Environment, config: GatewayConfig) -> Gateway:
     """Check the model and adapters and wire the gateway (raises on anything unusable)."""
-    adapters = check_adapters(env.resolved_adapters_dir, config.routing.adapters)
+    config, adapters = effective_config(env, config)
+    knobs = " ".join(config.engine.engine_args())
+    print(
+        f"gateway: model {env.model_version} for {env.endpoint_name}/{env.variant_name}; adapters "
+        f"{sorted(adapters) or 'none'} from {adapter_source(env)}; engine knobs {knobs}",
+        file=sys.stderr,
+        flush=True,
+    )
     builder = PromptBuilder(TokenCounter(env.model_dir), config.system_prompt, config.budget)
     # Pooled clients: aiohttp (C parser) on the hot path, httpx for health checks and warm-up.
     limits = httpx.Limits(max_connections=16, max_keepalive_connections=8)
@@ -64,7 +122,7 @@ def build_gateway(env: Environment, config: GatewayConfig) -> Gateway:
             env.model_dir,
             {name: info.path for name, info in adapters.items()},
             lora_rank=rank,
-            max_model_len=config.budget.max_model_len,
+            knobs=config.engine,
             host=supervisor.host,
             port=port,
             extra_args=supervisor.extra_args,
@@ -80,7 +138,7 @@ def build_gateway(env: Environment, config: GatewayConfig) -> Gateway:
         upstream=upstream,
         metrics=metrics,
         breaker=config.breaker,
-        backend_version=env.backend_version,
+        backend_version=env.model_version,
         fallback_model=fallback,
     )
     gateway = Gateway(
@@ -134,13 +192,29 @@ class DrainingServer(uvicorn.Server):
         self.should_exit = True
 
 
+def cannot_start(exc: Exception) -> int:
+    """Print ``gateway: cannot start:`` and then every problem on its own line (stderr); return exit code 1.
+
+    Examples
+    --------
+    >>> cannot_start(GatewayConfigError(["ENDPOINT_NAME is not set", "SM_VLLM_MAX_NUM_SEQ: unknown engine knob"]))
+    1
+
+    prints ``gateway: cannot start:``, ``  - ENDPOINT_NAME is not set``, ``  - SM_VLLM_MAX_NUM_SEQ: ...``.
+    """
+    problems: list[str] = getattr(exc, "problems", None) or [str(exc)]
+    # A problem that spans lines (a YAML parser's message) stays indented under its own dash.
+    lines = "".join("\n  - " + "\n    ".join(problem.splitlines()) for problem in problems)
+    print(f"gateway: cannot start:{lines}", file=sys.stderr, flush=True)
+    return 1
+
+
 def serve(env: Environment) -> int:
     try:
         config = load_gateway_config(env.config_path)
         gateway = build_gateway(env, config)
-    except (GatewayConfigError, AdapterCompatibilityError, TokenizerError) as exc:
-        print(f"gateway: cannot start: {exc}", file=sys.stderr, flush=True)
-        return 1
+    except (GatewayConfigError, TokenizerError) as exc:
+        return cannot_start(exc)
     port = env.port or config.server.port
     uv_config = uvicorn.Config(
         gateway.build_app(),
@@ -164,8 +238,7 @@ def main(argv: list[str]) -> int:
     try:
         env = Environment.from_env()
     except GatewayConfigError as exc:
-        print(f"gateway: cannot start: {exc}", file=sys.stderr, flush=True)
-        return 1
+        return cannot_start(exc)
     return serve(env)
 
 

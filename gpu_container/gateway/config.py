@@ -1,9 +1,11 @@
 """Gateway configuration: a versioned YAML file for behaviour, environment variables for the deployment.
 
 The YAML (``gpu_container/config/gateway.yaml``, baked into the image) holds budgets, routing, the
-fallback message, restart and drain policy. The environment says where things are (model, adapters,
-config file), which endpoint/variant this is, and optionally an external engine to attach to.
-Both are parsed once at start-up; a wrong value fails there with a clear message.
+default engine knobs, the fallback message, restart and drain policy. The environment carries the
+model's contract (:mod:`fleetops.model_contract`: endpoint, variant, version, ``LORA_MODULES``,
+``SM_VLLM_*`` knobs that override the file's ``engine`` section) and says where things are (model,
+adapters, config file) and optionally an external engine to attach to. Both are parsed once at
+start-up; anything wrong fails there with every problem named.
 """
 
 from __future__ import annotations
@@ -15,15 +17,23 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from fleetops.model_contract import ENGINE_KNOB_PREFIX, EngineKnobs, ModelContract, ModelContractError
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    from pydantic_core import ErrorDetails
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "config" / "gateway.yaml"
 BASE_MODEL = "base"
 
 
 class GatewayConfigError(ValueError):
-    """The configuration file or the environment cannot be used."""
+    """The configuration file or the environment cannot be used; ``problems`` names each thing wrong."""
+
+    def __init__(self, problems: str | list[str]) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("\n".join(self.problems))
 
 
 class _Strict(BaseModel):
@@ -36,6 +46,8 @@ class SystemPrompt(_Strict):
 
 
 class BudgetConfig(_Strict):
+    """Token budgets; ``max_model_len`` is the engine's effective one (never set in the file's ``budget``)."""
+
     max_model_len: int = Field(gt=0)
     default_max_tokens: int = Field(gt=0)
     max_tokens_limit: int = Field(gt=0)
@@ -52,7 +64,10 @@ class BudgetConfig(_Strict):
         if self.default_max_tokens > self.max_tokens_limit:
             raise ValueError("budget.default_max_tokens must not exceed budget.max_tokens_limit")
         if self.max_tokens_limit >= self.max_model_len:
-            raise ValueError("budget.max_tokens_limit must be below budget.max_model_len")
+            raise ValueError(
+                f"budget.max_tokens_limit ({self.max_tokens_limit}) must be below the engine's max_model_len "
+                f"({self.max_model_len})"
+            )
         if "{dropped}" not in self.truncation_marker:
             raise ValueError("budget.truncation_marker must contain '{dropped}'")
         return self
@@ -99,7 +114,14 @@ class SupervisorConfig(_Strict):
     restart_backoff_initial_s: float = Field(default=1.0, ge=0)
     restart_backoff_max_s: float = Field(default=30.0, ge=0)
     max_failed_restarts: int = Field(default=3, ge=0)
-    extra_args: list[str] = Field(default_factory=list)
+    extra_args: list[str] = Field(default_factory=list)  # flags that are not engine knobs
+
+    @model_validator(mode="after")
+    def _no_max_model_len(self) -> SupervisorConfig:
+        # The budget is computed from engine.max_model_len; a second copy here could silently disagree.
+        if any(arg.split("=", 1)[0] == "--max-model-len" for arg in self.extra_args):
+            raise ValueError("supervisor.extra_args must not set --max-model-len: set engine.max_model_len")
+        return self
 
 
 class DrainConfig(_Strict):
@@ -112,9 +134,15 @@ class ServerConfig(_Strict):
 
 
 class GatewayConfig(_Strict):
-    """Everything in ``gateway.yaml``."""
+    """Everything in ``gateway.yaml``.
+
+    ``engine`` holds the image's default engine knobs; ``budget.max_model_len`` is always
+    ``engine.max_model_len`` (copied in at validation, refused in the file's ``budget`` section).
+    :meth:`for_model` applies a model's ``SM_VLLM_*`` knobs on top.
+    """
 
     system_prompt: SystemPrompt
+    engine: EngineKnobs
     budget: BudgetConfig
     routing: RoutingConfig
     breaker: BreakerConfig
@@ -122,22 +150,97 @@ class GatewayConfig(_Strict):
     drain: DrainConfig = DrainConfig()
     server: ServerConfig = ServerConfig()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _budget_follows_engine(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("budget"), dict):
+            return data  # pydantic names what is missing or mistyped
+        if "max_model_len" in data["budget"]:
+            raise ValueError("budget.max_model_len moved to engine.max_model_len (the budget follows the engine)")
+        engine = data.get("engine")
+        if isinstance(engine, EngineKnobs):
+            max_model_len = engine.max_model_len
+        elif isinstance(engine, dict) or engine is None:
+            max_model_len = (engine or {}).get("max_model_len")
+        else:
+            return data  # pydantic names the mistyped section
+        if max_model_len is None:
+            raise ValueError("engine.max_model_len is required: the budget is computed from it")
+        return {**data, "budget": {**data["budget"], "max_model_len": max_model_len}}
+
+    def for_model(self, knobs: EngineKnobs) -> GatewayConfig:
+        """This configuration with a model's engine knobs over the file's, and the budget checked against them.
+
+        Raises
+        ------
+        GatewayConfigError
+            When the budget does not fit the effective ``max_model_len``.
+
+        Examples
+        --------
+        >>> config = load_gateway_config(DEFAULT_CONFIG)
+        >>> config.for_model(EngineKnobs(max_model_len=4096, max_num_seqs=8)).budget.max_model_len
+        4096
+        >>> config.for_model(EngineKnobs(max_model_len=256))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        gateway.config.GatewayConfigError: budget.max_tokens_limit (512) must be below ... (256) (... SM_VLLM_...)
+        """
+        engine = knobs.over(self.engine)
+        source = f"{ENGINE_KNOB_PREFIX}MAX_MODEL_LEN" if knobs.max_model_len is not None else "engine.max_model_len"
+        try:
+            budget = BudgetConfig.model_validate({**self.budget.model_dump(), "max_model_len": engine.max_model_len})
+        except ValidationError as exc:
+            raise GatewayConfigError(
+                [f"{e['msg'].removeprefix('Value error, ')} (max_model_len from {source})" for e in exc.errors()]
+            ) from None
+        return self.model_copy(update={"engine": engine, "budget": budget})
+
+
+#: Deployment variables (not the model's contract): field -> variable names, the first one set wins.
+_DEPLOYMENT_VARIABLES: dict[str, tuple[str, ...]] = {
+    "config_path": ("GATEWAY_CONFIG",),
+    "model_dir": ("MODEL_DIR",),
+    "adapters_dir": ("ADAPTERS_DIR",),
+    "engine_url": ("ENGINE_URL",),
+    "port": ("SAGEMAKER_BIND_TO_PORT", "PORT"),
+    "bind_host": ("BIND_HOST",),
+    "engine_port": ("ENGINE_PORT",),
+    "bedrock_model_id": ("BEDROCK_FALLBACK_MODEL_ID",),
+    "metrics_interval_s": ("METRICS_INTERVAL_S",),
+}
+
 
 class Environment(_Strict):
-    """What the deployment says through environment variables (read once at start-up)."""
+    """What the deployment and the model's contract say through environment variables (read once at start-up)."""
 
+    contract: ModelContract
     config_path: Path = DEFAULT_CONFIG
     model_dir: Path = Path("/opt/ml/model")
     adapters_dir: Path | None = None
     engine_url: str | None = None
-    endpoint_name: str = "local"
-    variant_name: str = "local"
-    backend_version: str = "dev"
-    port: int | None = None
+    port: int | None = Field(default=None, gt=0, lt=65536)
     bind_host: str = "0.0.0.0"
-    engine_port: int | None = None
+    engine_port: int | None = Field(default=None, gt=0, lt=65536)
     bedrock_model_id: str | None = None
     metrics_interval_s: float = Field(default=60.0, gt=0)
+
+    @property
+    def endpoint_name(self) -> str:
+        return self.contract.endpoint_name
+
+    @property
+    def variant_name(self) -> str:
+        return self.contract.variant_name
+
+    @property
+    def model_version(self) -> str:
+        return self.contract.model_version
+
+    @property
+    def engine(self) -> EngineKnobs:
+        """The model's ``SM_VLLM_*`` knobs (only those set; the file's ``engine`` section fills the rest)."""
+        return self.contract.engine
 
     @property
     def resolved_adapters_dir(self) -> Path:
@@ -145,38 +248,57 @@ class Environment(_Strict):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Environment:
-        """Read the environment.
+        """Read the model's contract and the deployment variables.
 
+        The contract (:class:`fleetops.model_contract.ModelContract`): ``ENDPOINT_NAME``, ``VARIANT_NAME``,
+        ``MODEL_VERSION`` (required), ``LORA_MODULES``, ``SM_VLLM_<FLAG>``. The deployment:
         ``GATEWAY_CONFIG``, ``MODEL_DIR`` (SageMaker: ``/opt/ml/model``), ``ADAPTERS_DIR`` (default
-        ``$MODEL_DIR/adapters``), ``ENGINE_URL`` (attach to a running vLLM instead of starting one),
-        ``SAGEMAKER_ENDPOINT_NAME``/``ENDPOINT_NAME``, ``SAGEMAKER_VARIANT_NAME``/``VARIANT_NAME``,
-        ``BACKEND_VERSION``, ``SAGEMAKER_BIND_TO_PORT``/``PORT``, ``BIND_HOST``, ``ENGINE_PORT``,
+        ``$MODEL_DIR/adapters``; unused when ``LORA_MODULES`` is set), ``ENGINE_URL`` (attach to a running
+        vLLM instead of starting one), ``SAGEMAKER_BIND_TO_PORT``/``PORT``, ``BIND_HOST``, ``ENGINE_PORT``,
         ``BEDROCK_FALLBACK_MODEL_ID``, ``METRICS_INTERVAL_S``.
+
+        Raises
+        ------
+        GatewayConfigError
+            Naming every missing or malformed variable.
 
         Examples
         --------
-        >>> Environment.from_env({"MODEL_DIR": "/m", "VARIANT_NAME": "canary"}).resolved_adapters_dir
-        PosixPath('/m/adapters')
+        >>> contract = {"ENDPOINT_NAME": "manga-chat", "VARIANT_NAME": "canary", "MODEL_VERSION": "v7"}
+        >>> env = Environment.from_env({**contract, "MODEL_DIR": "/m", "SM_VLLM_MAX_NUM_SEQS": "8"})
+        >>> env.variant_name, env.resolved_adapters_dir, env.engine.max_num_seqs
+        ('canary', PosixPath('/m/adapters'), 8)
+        >>> Environment.from_env({"VARIANT_NAME": "canary", "PORT": "eighty"})  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        gateway.config.GatewayConfigError: ENDPOINT_NAME is not set (...)
+        MODEL_VERSION is not set (...)
+        PORT: Input should be a valid integer, unable to parse string as an integer
         """
         env = os.environ if env is None else env
-        raw: dict[str, Any] = {
-            "config_path": env.get("GATEWAY_CONFIG"),
-            "model_dir": env.get("MODEL_DIR"),
-            "adapters_dir": env.get("ADAPTERS_DIR"),
-            "engine_url": env.get("ENGINE_URL"),
-            "endpoint_name": env.get("SAGEMAKER_ENDPOINT_NAME") or env.get("ENDPOINT_NAME"),
-            "variant_name": env.get("SAGEMAKER_VARIANT_NAME") or env.get("VARIANT_NAME"),
-            "backend_version": env.get("BACKEND_VERSION"),
-            "port": env.get("SAGEMAKER_BIND_TO_PORT") or env.get("PORT"),
-            "bind_host": env.get("BIND_HOST"),
-            "engine_port": env.get("ENGINE_PORT"),
-            "bedrock_model_id": env.get("BEDROCK_FALLBACK_MODEL_ID"),
-            "metrics_interval_s": env.get("METRICS_INTERVAL_S"),
-        }
+        problems: list[str] = []
+        raw: dict[str, Any] = {}
+        source: dict[str, str] = {}
+        for name, variables in _DEPLOYMENT_VARIABLES.items():
+            variable = next((v for v in variables if env.get(v)), None)
+            if variable is not None:
+                raw[name], source[name] = env[variable], variable
         try:
-            return cls.model_validate({k: v for k, v in raw.items() if v})
+            raw["contract"] = ModelContract.from_environment(env)
+        except ModelContractError as exc:
+            problems += exc.problems
+        try:
+            environment = cls.model_validate(raw)
         except ValidationError as exc:
-            raise GatewayConfigError(f"invalid gateway environment: {exc}") from exc
+            problems += [
+                f"{source.get(field, field)}: {error['msg']}"
+                for error in exc.errors()
+                if (field := str(error["loc"][0])) != "contract"  # its problems are listed above
+            ]
+        else:
+            if not problems:
+                return environment
+        raise GatewayConfigError(problems)
 
 
 def load_gateway_config(path: str | Path) -> GatewayConfig:
@@ -189,7 +311,7 @@ def load_gateway_config(path: str | Path) -> GatewayConfig:
 
     Examples
     --------
-    >>> load_gateway_config(DEFAULT_CONFIG).budget.max_model_len
+    >>> load_gateway_config(DEFAULT_CONFIG).engine.max_model_len
     2048
     """
     path = Path(path)
@@ -202,4 +324,11 @@ def load_gateway_config(path: str | Path) -> GatewayConfig:
     try:
         return GatewayConfig.model_validate(data)
     except ValidationError as exc:
-        raise GatewayConfigError(f"invalid gateway config {path}: {exc}") from exc
+        raise GatewayConfigError([f"gateway config {path}: {_describe(e)}" for e in exc.errors()]) from exc
+
+
+def _describe(error: ErrorDetails) -> str:
+    """One pydantic error as ``section.field: message`` (a section's own check names its fields itself)."""
+    message = error["msg"].removeprefix("Value error, ")
+    where = ".".join(str(part) for part in error["loc"])
+    return f"{where}: {message}" if where and error["type"] != "value_error" else message

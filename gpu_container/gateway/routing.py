@@ -1,8 +1,10 @@
-"""Adapter routing (intent/locale -> LoRA adapter) and the start-up compatibility check of the adapters.
+"""Adapter routing (intent/locale -> LoRA adapter) and the start-up check of the adapters served.
 
-vLLM serves several LoRA adapters on one base model only when they fit one LoRA configuration; the
-gateway checks at start-up that every adapter has the same rank and target modules, and refuses to
-start with a message naming each adapter's rank and targets otherwise.
+The adapters served are the model's ``LORA_MODULES`` (paths inside the model folder) or, when it is
+unset, ``routing.adapters`` of ``gateway.yaml`` under ``ADAPTERS_DIR``. vLLM serves several LoRA
+adapters on one base model only when they fit one LoRA configuration; the gateway checks at start-up
+that every adapter is there and that all share rank and target modules, and that every route of
+``gateway.yaml`` leads to an adapter served; otherwise it refuses to start, naming each problem.
 """
 
 from __future__ import annotations
@@ -11,15 +13,23 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gateway.config import BASE_MODEL, RoutingConfig
+from fleetops.model_contract import LORA_MODULES
+from gateway.config import BASE_MODEL, GatewayConfigError, RoutingConfig
 from gateway.protocol import ClientError, InvocationRequest
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
+
+    from gateway.config import Environment
 
 
 class AdapterCompatibilityError(RuntimeError):
-    """Adapters are missing, unreadable, or do not share rank and target modules."""
+    """Adapters are missing, unreadable, or do not share rank and target modules; ``problems`` names each."""
+
+    def __init__(self, problems: str | list[str]) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("\n".join(self.problems))
 
 
 @dataclass(frozen=True)
@@ -44,38 +54,122 @@ def read_adapter(name: str, path: Path) -> AdapterInfo:
         targets = config["target_modules"]
         targets = (targets,) if isinstance(targets, str) else tuple(sorted(targets))
         return AdapterInfo(name=name, path=path, rank=int(config["r"]), target_modules=targets)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise AdapterCompatibilityError(f"adapter {name!r}: cannot read {config_file}: {exc!r}") from exc
+    except OSError as exc:
+        reason = exc.strerror or repr(exc)
+    except (ValueError, KeyError, TypeError) as exc:
+        reason = repr(exc)
+    raise AdapterCompatibilityError(f"adapter {name!r}: cannot read {config_file}: {reason}")
 
 
-def check_adapters(adapters_dir: Path, names: list[str]) -> dict[str, AdapterInfo]:
-    """Load the configured adapters and check that they share rank and target modules.
+def served_adapters(env: Environment, routing: RoutingConfig) -> dict[str, Path]:
+    """The adapters to serve: ``LORA_MODULES`` under the model folder, else ``routing.adapters`` under ADAPTERS_DIR.
+
+    Examples
+    --------
+    >>> from gateway.config import Environment
+    >>> contract = {"ENDPOINT_NAME": "e", "VARIANT_NAME": "v", "MODEL_VERSION": "1", "MODEL_DIR": "/opt/ml/model"}
+    >>> served_adapters(Environment.from_env(contract), RoutingConfig(adapters=["jp_style"]))
+    {'jp_style': PosixPath('/opt/ml/model/adapters/jp_style')}
+    >>> env = Environment.from_env({**contract, "LORA_MODULES": "manga=adapters/manga-v3"})
+    >>> served_adapters(env, RoutingConfig(adapters=["jp_style"]))
+    {'manga': PosixPath('/opt/ml/model/adapters/manga-v3')}
+    """
+    modules = env.contract.adapters
+    if modules is None:
+        return {name: env.resolved_adapters_dir / name for name in routing.adapters}
+    # The contract has checked each path is relative without "..", so joining keeps it inside the model folder.
+    return {name: env.model_dir / path for name, path in modules.items()}
+
+
+def routing_for(routing: RoutingConfig, served: Mapping[str, object], source: str) -> RoutingConfig:
+    """``gateway.yaml``'s routing with the adapters actually served; every route must lead to one of them.
 
     Parameters
     ----------
-    adapters_dir
-        Folder with one sub-folder per adapter (``/opt/ml/model/adapters`` in the image).
-    names
-        The adapters ``gateway.yaml`` routes to.
+    routing
+        The file's routing section.
+    served
+        The adapters served (see :func:`served_adapters`); one named nowhere in the file is still
+        reachable through a request's explicit ``adapter``/``model`` field.
+    source
+        Where ``served`` came from, for the message (``LORA_MODULES`` or ``routing.adapters``).
+
+    Raises
+    ------
+    GatewayConfigError
+        Naming each route (and the default) that leads to an adapter not served.
+
+    Examples
+    --------
+    >>> from gateway.config import Route
+    >>> routing = RoutingConfig(adapters=["jp_style"], routes=[Route(locale="ja", adapter="jp_style")])
+    >>> routing_for(routing, {"jp_style": None, "manga": None}, "LORA_MODULES").adapters
+    ['jp_style', 'manga']
+    >>> routing_for(routing, {"manga": None}, "LORA_MODULES")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    gateway.config.GatewayConfigError: routing.routes[0] (locale ja) leads to adapter 'jp_style', which ...
+    """
+    valid = {*served, BASE_MODEL}
+    listed = ", ".join(sorted(valid))
+    problems = []
+    for index, route in enumerate(routing.routes):
+        if route.adapter not in valid:
+            when = ", ".join(f"{k} {v}" for k, v in (("intent", route.intent), ("locale", route.locale)) if v)
+            problems.append(
+                f"routing.routes[{index}] ({when}) leads to adapter {route.adapter!r}, which {source} does not serve "
+                f"(served: {listed})"
+            )
+    if routing.default not in valid:
+        problems.append(
+            f"routing.default is adapter {routing.default!r}, which {source} does not serve (served: {listed})"
+        )
+    if problems:
+        raise GatewayConfigError(problems)
+    return routing.model_copy(update={"adapters": sorted(served)})
+
+
+def check_adapters(adapters: Mapping[str, Path]) -> dict[str, AdapterInfo]:
+    """Read every adapter served and check that they share rank and target modules.
+
+    Parameters
+    ----------
+    adapters
+        Name -> folder of each adapter (see :func:`served_adapters`).
 
     Raises
     ------
     AdapterCompatibilityError
-        Listing every adapter's rank and target modules when they differ.
+        Naming every adapter that is missing or unreadable, or listing every adapter's rank and target
+        modules when they differ.
 
     Examples
     --------
-    >>> check_adapters(Path(".cache/tiny-model/adapters"), ["manga_domain", "jp_style"])  # doctest: +SKIP
+    >>> tiny = Path(".cache/tiny-model/adapters")  # doctest: +SKIP
+    >>> check_adapters({"manga_domain": tiny / "manga_domain", "jp_style": tiny / "jp_style"})  # doctest: +SKIP
     {'manga_domain': AdapterInfo(...), 'jp_style': AdapterInfo(...)}
     """
-    infos = {name: read_adapter(name, adapters_dir / name) for name in names}
+    infos: dict[str, AdapterInfo] = {}
+    problems: list[str] = []
+    for name, path in adapters.items():
+        try:
+            infos[name] = read_adapter(name, path)
+        except AdapterCompatibilityError as exc:
+            problems += exc.problems
     shapes = {(info.rank, info.target_modules) for info in infos.values()}
     if len(shapes) > 1:
         detail = "; ".join(f"{i.name}: rank {i.rank}, target_modules {list(i.target_modules)}" for i in infos.values())
-        raise AdapterCompatibilityError(
+        problems.append(
             f"LoRA adapters must share rank and target modules to be served together, but they differ: {detail}"
         )
+    if problems:
+        raise AdapterCompatibilityError(problems)
     return infos
+
+
+def adapter_source(env: Environment) -> str:
+    """Where the adapters served come from, as named in start-up messages."""
+    return LORA_MODULES if env.contract.adapters is not None else "routing.adapters"
 
 
 class Router:

@@ -16,15 +16,16 @@ import signal
 import sys
 import time
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
 
 from fleetops.metrics import MetricName
+from fleetops.model_contract import EngineKnobs
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-    from pathlib import Path
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from gateway.config import SupervisorConfig
     from gateway.metrics import GatewayMetrics
@@ -40,28 +41,48 @@ class EngineState(StrEnum):
 
 def engine_command(
     model_dir: Path,
-    adapters: dict[str, Path],
+    adapters: Mapping[str, Path],
     *,
     lora_rank: int | None,
-    max_model_len: int,
+    knobs: EngineKnobs,
     host: str,
     port: int,
-    extra_args: list[str],
+    extra_args: Sequence[str] = (),
 ) -> list[str]:
     """The vLLM OpenAI server command line (``python -m``: the ``vllm`` console script is not always there).
 
+    Parameters
+    ----------
+    model_dir
+        The base model folder.
+    adapters
+        Name -> folder of each LoRA adapter to serve.
+    lora_rank
+        The adapters' shared rank (``--max-lora-rank``).
+    knobs
+        The effective engine knobs (``gateway.yaml``'s ``engine`` under the model's ``SM_VLLM_*``);
+        they come last, so they win over a flag repeated in ``extra_args``.
+    host, port
+        Where the engine listens (loopback).
+    extra_args
+        Further flags (``supervisor.extra_args``).
+
     Examples
     --------
-    >>> engine_command(Path("/m"), {}, lora_rank=None, max_model_len=2048, host="h", port=1, extra_args=[])[1:4]
+    >>> command = engine_command(Path("/m"), {}, lora_rank=None, knobs=EngineKnobs(max_model_len=2048, max_num_seqs=8),
+    ...                          host="h", port=1, extra_args=["--swap-space", "4"])
+    >>> command[1:4]
     ['-m', 'vllm.entrypoints.openai.api_server', '--model']
+    >>> command[-6:]
+    ['--swap-space', '4', '--max-num-seqs', '8', '--max-model-len', '2048']
     """
     command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir)]
     command += ["--served-model-name", "base", "--host", host, "--port", str(port)]
-    command += ["--max-model-len", str(max_model_len), "--enable-prefix-caching", "--disable-uvicorn-access-log"]
+    command += ["--enable-prefix-caching", "--disable-uvicorn-access-log"]
     if adapters:
         command += ["--enable-lora", "--max-loras", str(len(adapters)), "--max-lora-rank", str(lora_rank or 16)]
         command += ["--lora-modules", *(f"{name}={path}" for name, path in adapters.items())]
-    return command + list(extra_args)
+    return command + list(extra_args) + knobs.engine_args()
 
 
 class Engine:

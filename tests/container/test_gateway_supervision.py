@@ -32,6 +32,9 @@ SUPERVISOR = {
     "max_failed_restarts": 1,
 }
 
+#: An engine knob from the model's environment (the contract's SM_VLLM_*), over gateway.yaml's engine section.
+MODEL_KNOBS = {"SM_VLLM_MAX_NUM_SEQS": "8"}
+
 
 @pytest.fixture(scope="module")
 def model_copy(tiny_model: TinyModel, tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -47,6 +50,7 @@ def owned(tiny_model: TinyModel, model_copy: Path, tmp_path_factory: pytest.Temp
         tiny_model,
         tmp_path_factory.mktemp("owned-gateway"),
         overrides={"supervisor": SUPERVISOR, "budget": {"max_tokens_limit": 1600}},
+        env=MODEL_KNOBS,
         model_dir=model_copy,
         wait_ready_s=None,
         name="owned",
@@ -76,6 +80,16 @@ def test_ping_is_503_until_the_engine_is_loaded_and_every_adapter_warmed(owned: 
     assert engine["vllm:prefix_cache_queries_total"] > 0
     assert "warm-up done" in owned.process.stderr()
     assert ask(owned).status_code == 200
+
+
+def test_the_models_engine_knobs_reach_the_engine(owned: GatewayHandle) -> None:
+    assert owned.engine_port is not None
+    (engine_pid,) = engine_pids(owned.engine_port)
+
+    args = Path(f"/proc/{engine_pid}/cmdline").read_bytes().decode().split("\0")
+
+    assert args[args.index("--max-num-seqs") + 1] == "8"  # SM_VLLM_MAX_NUM_SEQS
+    assert args[args.index("--max-model-len") + 1] == "2048"  # gateway.yaml's engine section
 
 
 def test_engine_death_gets_controlled_answers_and_an_in_place_restart(owned: GatewayHandle) -> None:

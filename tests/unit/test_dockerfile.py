@@ -108,25 +108,34 @@ def test_the_image_runs_the_gateway_package_the_tests_run(parser: DockerfilePars
 
 
 def test_the_gateway_entrypoint_accepts_serve(tmp_path: Path) -> None:
-    # The image's ENTRYPOINT + CMD (`python3 -m gateway serve`) with the image's import path, against an
-    # empty model folder: `serve` must get past argument parsing into the start-up checks, which refuse
-    # the missing model with a message and exit 1 before anything listens; an unknown command gets the usage.
+    # The image's ENTRYPOINT + CMD (`python3 -m gateway serve`) with the image's import path: `serve` must get
+    # past argument parsing into the start-up checks, which refuse a model without its contract, and with it
+    # an empty model folder, with a message and exit 1 before anything listens; an unknown command gets the usage.
     env = {
         "PYTHONPATH": f"{REPO / 'gpu_container'}:{REPO / 'layers' / 'core'}",
         "PATH": "/usr/bin:/bin",
         "MODEL_DIR": str(tmp_path),
         "HF_HUB_OFFLINE": "1",
     }
+    contract = {"ENDPOINT_NAME": "manga-chat", "VARIANT_NAME": "canary", "MODEL_VERSION": "v7"}
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
+    def run(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "gateway", *args], env=env, capture_output=True, text=True, timeout=120, check=False
+            [sys.executable, "-m", "gateway", *args],
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
 
-    served, refused = run("serve"), run("no-such-command")
+    bare, served, refused = run("serve"), run("serve", **contract), run("no-such-command")
 
+    assert bare.returncode == 1, bare.stderr
+    assert "gateway: cannot start:" in bare.stderr
+    assert "ENDPOINT_NAME is not set" in bare.stderr
     assert served.returncode == 1, served.stderr
-    assert "cannot start" in served.stderr
+    assert f"cannot read {tmp_path}/adapters/manga_domain/adapter_config.json" in served.stderr
     assert refused.returncode == 2
     assert "serve" in refused.stderr
 

@@ -24,8 +24,8 @@ Every ``interval_s`` the :class:`MetricsAgent` writes EMF JSON lines (namespace
   two dimension sets, ``[EndpointName, VariantName, Gpu]`` (per device, ``Gpu`` = NVML index) and
   ``[EndpointName, VariantName]`` (CloudWatch aggregates across the devices: Average, Maximum).
 
-The endpoint and variant values come from the constructor; the gateway reads them from
-``SAGEMAKER_ENDPOINT_NAME``/``ENDPOINT_NAME`` and ``SAGEMAKER_VARIANT_NAME``/``VARIANT_NAME``.
+The endpoint and variant values come from the constructor; the gateway reads them from the model's
+contract (``ENDPOINT_NAME``, ``VARIANT_NAME``, see :mod:`fleetops.model_contract`).
 """
 
 from __future__ import annotations

@@ -51,17 +51,27 @@ def write_adapter(root: Path, name: str, rank: int, targets: list[str]) -> None:
 def test_compatible_adapters_pass(tmp_path: Path) -> None:
     write_adapter(tmp_path, "a", 8, ["q_proj", "v_proj"])
     write_adapter(tmp_path, "b", 8, ["v_proj", "q_proj"])  # order does not matter
-    assert {i.rank for i in check_adapters(tmp_path, ["a", "b"]).values()} == {8}
+    assert {i.rank for i in check_adapters({"a": tmp_path / "a", "b": tmp_path / "b"}).values()} == {8}
 
 
 def test_mismatched_adapters_fail_with_every_adapter_named(tmp_path: Path) -> None:
     write_adapter(tmp_path, "a", 8, ["q_proj", "v_proj"])
     write_adapter(tmp_path, "b", 16, ["q_proj", "v_proj"])
     with pytest.raises(AdapterCompatibilityError) as info:
-        check_adapters(tmp_path, ["a", "b"])
+        check_adapters({"a": tmp_path / "a", "b": tmp_path / "b"})
     assert "a: rank 8, target_modules ['q_proj', 'v_proj']; b: rank 16" in str(info.value)
 
 
-def test_missing_adapter_fails_clearly(tmp_path: Path) -> None:
-    with pytest.raises(AdapterCompatibilityError, match="adapter 'ghost': cannot read"):
-        check_adapters(tmp_path, ["ghost"])
+def test_every_missing_adapter_is_named(tmp_path: Path) -> None:
+    write_adapter(tmp_path, "a", 8, ["q_proj"])
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "adapter_config.json").write_text("{not json")
+
+    with pytest.raises(AdapterCompatibilityError) as info:
+        check_adapters({"ghost": tmp_path / "ghost", "a": tmp_path / "a", "broken": tmp_path / "broken"})
+
+    assert info.value.problems[0] == (
+        f"adapter 'ghost': cannot read {tmp_path}/ghost/adapter_config.json: No such file or directory"
+    )
+    assert info.value.problems[1].startswith("adapter 'broken': cannot read")
+    assert len(info.value.problems) == 2
