@@ -15,12 +15,8 @@ status codes and error codes are the API's own. Tests relying on it say so.
 - ``ListModelImportJobs`` and ``GetImportedModel``.
 - bedrock-runtime ``Converse`` for imported-model ARNs: a deterministic, clearly emulated answer
   (``[emulated Converse: <model>] ...``); :func:`script_converse_reply` makes a model answer badly.
-- Step Functions ``aws-sdk:bedrock:*`` tasks: Step Functions takes and returns PascalCase names
-  (``JobName``, ``$.JobArn``) for every SDK integration and maps them to the API's own casing
-  (``jobName``); moto's interpreter leaves that mapping out (``_normalise_parameters`` is a no-op), so
-  camelCase APIs such as Bedrock fail. Here the mapping moto already carries (``_to_boto_request`` /
-  ``_from_boto_response``) is switched on for Bedrock only, and errors are named ``Bedrock.<Code>``
-  as on AWS (moto would say ``bedrock.<Code>``).
+- Step Functions ``aws-sdk:bedrock:*`` errors are named ``Bedrock.<Code>`` as on AWS (moto would say
+  ``bedrock.<Code>``); the parameter casing of those tasks is fixed in ``stepfunctions``.
 
 Transitions are evaluated lazily when a job is read (no background thread); state lives on moto's
 backend objects, so ``/moto-api/reset`` clears it.
@@ -36,7 +32,6 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
-import botocore.session
 from moto.bedrock.models import BedrockBackend, bedrock_backends
 from moto.bedrock.responses import BedrockResponse
 from moto.bedrockruntime.models import BedrockRuntimeBackend
@@ -45,10 +40,6 @@ from moto.core.exceptions import ServiceException
 from moto.core.responses import ActionResult
 from moto.s3.models import s3_backends
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import state_task_service_aws_sdk
-from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk import (
-    StateTaskServiceAwsSdk,
-)
-from moto.stepfunctions.parser.utils import camel_to_snake_case
 
 from devtools.emulator import ACCOUNT_ID, REGION
 
@@ -365,28 +356,6 @@ def _r_converse(self: BedrockRuntimeResponse) -> ActionResult:
     return ActionResult(self.bedrockruntime_backend.converse(unquote(model_id), messages, max_tokens))  # type: ignore[attr-defined]
 
 
-# ---------------------------------------------------------------- Step Functions aws-sdk casing (Bedrock only)
-
-_SDK_CASED_SERVICES = frozenset({"bedrock", "bedrock-runtime"})
-
-
-def _operation_model(task: StateTaskServiceAwsSdk) -> Any:
-    service = botocore.session.get_session().get_service_model(task._get_boto_service_name())
-    wanted = task._get_boto_service_action()
-    name = next(op for op in service.operation_names if camel_to_snake_case(op) == wanted)
-    return service.operation_model(name)
-
-
-def _normalise_parameters(task: StateTaskServiceAwsSdk, parameters: dict[str, Any], *args: Any, **kwargs: Any) -> None:
-    if task._get_boto_service_name() in _SDK_CASED_SERVICES:
-        task._to_boto_request(parameters, _operation_model(task).input_shape)
-
-
-def _normalise_response(task: StateTaskServiceAwsSdk, response: Any, *args: Any, **kwargs: Any) -> None:
-    if task._get_boto_service_name() in _SDK_CASED_SERVICES:
-        task._from_boto_response(response, _operation_model(task).output_shape)
-
-
 def install() -> None:
     """Patch the operations into moto's bedrock and bedrock-runtime backends (idempotent)."""
     if getattr(BedrockBackend, "create_model_import_job", None) is create_model_import_job:
@@ -407,6 +376,4 @@ def install() -> None:
         setattr(BedrockResponse, name, fn)
     BedrockRuntimeBackend.converse = converse  # type: ignore[attr-defined]
     BedrockRuntimeResponse.converse = _r_converse  # type: ignore[attr-defined]
-    StateTaskServiceAwsSdk._normalise_parameters = _normalise_parameters  # type: ignore[method-assign,assignment]
-    StateTaskServiceAwsSdk._normalise_response = _normalise_response  # type: ignore[method-assign,assignment]
     state_task_service_aws_sdk._SERVICE_ERROR_NAMES["bedrock"] = "Bedrock"

@@ -1,9 +1,19 @@
-"""Step Functions' own integration (``arn:aws:states:::states:startExecution[.sync:2]``) fixed for moto 5.2.5.
+"""Parameter casing of Step Functions' service integrations, fixed for moto 5.2.5.
 
-AWS takes the parameters of this integration in PascalCase (``StateMachineArn``, ``Name``, ``Input``)
-as it does for every service; moto's ASL interpreter hands them to botocore unchanged, whose Step
-Functions model spells them in camelCase, so the call fails with ``KeyError: 'StateMachineArn'``.
-Here the top-level names are converted before the call and back in the answer, as AWS does.
+AWS takes and returns PascalCase names for every integration (``StateMachineArn``, ``JobName``,
+``$.JobArn``) and maps them to each API's own casing; moto's ASL interpreter hands them to botocore
+unchanged, so APIs whose model is camelCase (Step Functions, Bedrock) fail with ``KeyError``.
+
+- ``arn:aws:states:::states:startExecution[.sync:2]``: the top-level names are converted before the call
+  and back in the answer.
+- ``arn:aws:states:::aws-sdk:<service>:<action>`` for camelCase services (:data:`SDK_CASED_SERVICES`): the
+  mapping moto already carries (``_to_boto_request`` / ``_from_boto_response``) is switched on.
+
+And ``StopExecution`` of an execution waiting in a ``.waitForTaskToken`` task: AWS stops it at once; moto
+notices only when the wait's heartbeat or timeout runs out (hours, for an approval). Here the stopped
+execution's own task-token waits are woken, so it ends ``ABORTED`` straight away, and the error the woken
+wait raises cannot turn a stopped execution into a failed one (on AWS it stays aborted).
+
 Tests that rely on it say so.
 """
 
@@ -12,9 +22,57 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import botocore.session
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk import (
+    StateTaskServiceAwsSdk,
+)
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sfn import (
     StateTaskServiceSfn,
 )
+from moto.stepfunctions.parser.asl.eval.environment import Environment
+from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
+from moto.stepfunctions.parser.utils import camel_to_snake_case
+
+#: boto service names whose API model is camelCase (``aws-sdk:sfn`` is boto's ``stepfunctions``).
+SDK_CASED_SERVICES = frozenset({"bedrock", "bedrock-runtime", "stepfunctions"})
+
+
+def _operation_model(task: StateTaskServiceAwsSdk) -> Any:
+    service = botocore.session.get_session().get_service_model(task._get_boto_service_name())
+    wanted = task._get_boto_service_action()
+    name = next(op for op in service.operation_names if camel_to_snake_case(op) == wanted)
+    return service.operation_model(name)
+
+
+def _sdk_parameters(task: StateTaskServiceAwsSdk, parameters: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+    if task._get_boto_service_name() in SDK_CASED_SERVICES:
+        task._to_boto_request(parameters, _operation_model(task).input_shape)
+
+
+def _sdk_response(task: StateTaskServiceAwsSdk, response: Any, *args: Any, **kwargs: Any) -> None:
+    if task._get_boto_service_name() in SDK_CASED_SERVICES:
+        task._from_boto_response(response, _operation_model(task).output_shape)
+
+
+def _wake_task_token_waits_on_stop(original: Any) -> Any:
+    def set_stop(self: Environment, *args: Any, **kwargs: Any) -> None:
+        frames = [self, *getattr(self, "_frames", [])]
+        original(self, *args, **kwargs)
+        for frame in frames:
+            token = frame.states.context_object.context_object_data.get("Task", {}).get("Token")
+            endpoint = frame.callback_pool_manager.get(token) if token else None
+            if endpoint is not None:
+                endpoint.interrupt_all()
+
+    return set_stop
+
+
+def _unless_stopped(original: Any) -> Any:
+    def setter(self: Environment, *args: Any, **kwargs: Any) -> None:
+        if not isinstance(self.program_state(), ProgramStopped):
+            original(self, *args, **kwargs)
+
+    return setter
 
 
 def install() -> None:
@@ -48,4 +106,9 @@ def install() -> None:
     StateTaskServiceSfn._normalise_parameters = _normalise_parameters  # type: ignore[method-assign]
     StateTaskServiceSfn._eval_service_task = _eval_service_task  # type: ignore[method-assign]
     StateTaskServiceSfn._normalise_response = _normalise_response  # type: ignore[method-assign,assignment]
+    StateTaskServiceAwsSdk._normalise_parameters = _sdk_parameters  # type: ignore[method-assign,assignment]
+    StateTaskServiceAwsSdk._normalise_response = _sdk_response  # type: ignore[method-assign,assignment]
+    Environment.set_stop = _wake_task_token_waits_on_stop(Environment.set_stop)  # type: ignore[method-assign]
+    Environment.set_error = _unless_stopped(Environment.set_error)  # type: ignore[method-assign]
+    Environment.set_timed_out = _unless_stopped(Environment.set_timed_out)  # type: ignore[method-assign]
     StateTaskServiceSfn._fleet_patched = True  # type: ignore[attr-defined]

@@ -13,6 +13,7 @@ from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel
 
+from fleetops.aws.lease import EndpointLease
 from fleetops.aws.model_pointer import ModelPointerStore
 from fleetops.aws.sagemaker_endpoint import read_endpoint
 from fleetops.rollout.rollback import RollbackRequest, plan_rollback
@@ -34,6 +35,7 @@ class Event(BaseModel):
 
 settings = Settings.from_env()
 pointers = ModelPointerStore()
+lease = EndpointLease(settings.lease_table) if settings.lease_table else None
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -41,6 +43,10 @@ pointers = ModelPointerStore()
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     e = Event.model_validate(event)
     request = e.request.model_copy(update={"attempt": e.attempt})
-    step = plan_rollback(request, e.now, read_endpoint, pointers.get, settings.model_pointer_prefix)
-    logger.info("rollback step", extra={"action": step.action, "note": step.note, "attempt": step.attempt})
+    read_lease = lease.current if lease else None
+    step = plan_rollback(request, e.now, read_endpoint, pointers.get, settings.model_pointer_prefix, read_lease)
+    logger.info(
+        "rollback step",
+        extra={"action": step.action, "note": step.note, "attempt": step.attempt, "aborts": step.stop_execution_arn},
+    )
     return step.model_dump(mode="json")

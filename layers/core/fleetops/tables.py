@@ -13,6 +13,9 @@ AUDIT_SK = "record_id"  # "<ISO-8601 UTC time>#<short unique id>", sorts by time
 LEASE_PK = "endpoint_name"
 LEASE_HOLDER = "holder"
 LEASE_EXPIRES_AT = "expires_at"  # epoch seconds (Number)
+LEASE_EXECUTION_ARN = "execution_arn"  # a workflow holder's execution, so a rollback can stop the rollout it aborts
+LEASE_RETURN_CONFIG = "return_config"  # the endpoint config a rollout started from / a rollback is returning to
+LEASE_RESTORE_POINTER = "restore_pointer"  # the pointer value a rollback puts back at the end ("" for none)
 
 # Model registry: every model version the fleet has known (SageMaker rollouts and Bedrock imports).
 REGISTRY_PK = "model_name"

@@ -17,6 +17,7 @@ import boto3
 from devtools import rollout_workflow as wf
 from fleetops.aws.audit_table import AuditTable
 from fleetops.aws.lease import EndpointLease
+from tests.integration.workflows.conftest import HEALTHY, rollout_request
 
 OLD_CONFIG = "manga-chat-v6-config"
 NEW_CONFIG = "manga-chat-v7-canary"
@@ -185,3 +186,41 @@ def test_the_responders_rollback_aborts_the_rollout_in_flight_and_never_undoes_a
     assert again["status"] == "SUCCEEDED", again
     assert "RestoreConfig" not in wf.state_history(again["executionArn"])
     assert wait_in_service()["EndpointConfigName"] == OLD_CONFIG
+
+
+def test_a_rollback_aborts_a_running_rollout_that_holds_the_lease(rollout: wf.RolloutWorkflow) -> None:
+    """The responder's rollback during a rollout: takes the rollout's lease, stops it, returns the endpoint.
+
+    No model pointer exists yet (a first rollout): the rollout's lease row says where it started.
+    """
+    request = rollout_request(steps=[5, 25, 100], approval_steps=[25])
+    with wf.traffic(canary=HEALTHY, primary=HEALTHY):
+        execution = wf.start(rollout.rollout_arn, request, name=request["rollout_id"])
+        wf.approval_link(rollout, "approve", execution)  # the rollout now waits for a person, canary at 25 %
+    lease = EndpointLease(rollout.lease_table).current(wf.ENDPOINT)
+    assert lease is not None and lease.holder == "canary_rollout/llama-q4-v7"
+    assert lease.execution_arn == execution and lease.return_config == OLD_CONFIG
+    assert wf.canary_weight() == 25.0
+
+    abort = {
+        "endpoint_name": wf.ENDPOINT,
+        "rollback_id": "oom-canary-1",
+        "canary_variant_name": "canary",
+        "abort_only": True,
+        "reason": "OomCaught on the canary",
+        "requested_by": "alarm_responder",
+        "in_service": {"first_wait_seconds": 1, "max_wait_seconds": 1, "timeout_seconds": 10},
+    }
+    result = wf.wait(wf.start(rollout.rollback_arn, abort, name="oom-canary-1"), timeout_s=60)
+
+    assert result["status"] == "SUCCEEDED", result
+    history = wf.state_history(result["executionArn"])
+    assert history.index("StopRollout") < history.index("ZeroCanary") < history.index("RestoreConfig")
+    stopped = wf.wait(execution, timeout_s=10)  # moto records no error/cause for a stop: the audit says why
+    assert stopped["status"] == "ABORTED", {k: stopped.get(k) for k in ("status", "error", "cause")}
+    assert wait_in_service()["EndpointConfigName"] == OLD_CONFIG
+    assert "Item" not in boto3.client("dynamodb").get_item(
+        TableName=rollout.lease_table, Key={"endpoint_name": {"S": wf.ENDPOINT}}
+    )
+    [record] = [r for r in AuditTable(rollout.audit_table).list(wf.ENDPOINT) if r.actor != "canary_rollout"]
+    assert record.outcome == "applied" and "OomCaught" in record.reason, record

@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from fleetops.tables import LEASE_EXPIRES_AT, LEASE_HOLDER, LEASE_PK
+from fleetops.tables import (
+    LEASE_EXECUTION_ARN,
+    LEASE_EXPIRES_AT,
+    LEASE_HOLDER,
+    LEASE_PK,
+    LEASE_RESTORE_POINTER,
+    LEASE_RETURN_CONFIG,
+)
 from tests.conftest import REPO
 
 FILES = ["canary_rollout.asl.json", "rollback.asl.json"]
@@ -28,7 +35,9 @@ def test_lease_writes_use_the_lease_key_names_from_fleetops_tables(name: str) ->
     lease_puts = [s for _, s in tasks(name) if s["Resource"].endswith("dynamodb:putItem") and "holder" in json.dumps(s)]
     assert lease_puts
     for state in lease_puts:
-        assert set(state["Parameters"]["Item"]) == {LEASE_PK, LEASE_HOLDER, LEASE_EXPIRES_AT}
+        optional = {LEASE_EXECUTION_ARN, LEASE_RETURN_CONFIG, LEASE_RESTORE_POINTER}
+        assert {LEASE_PK, LEASE_HOLDER, LEASE_EXPIRES_AT} <= set(state["Parameters"]["Item"])
+        assert set(state["Parameters"]["Item"]) - {LEASE_PK, LEASE_HOLDER, LEASE_EXPIRES_AT} <= optional
         assert set(state["Parameters"]["ExpressionAttributeNames"].values()) == {
             LEASE_PK,
             LEASE_EXPIRES_AT,

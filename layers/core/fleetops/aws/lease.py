@@ -18,7 +18,14 @@ import boto3
 from botocore.exceptions import ClientError
 
 from fleetops.aws.retry import RetryPolicy, call_with_retry
-from fleetops.tables import LEASE_EXPIRES_AT, LEASE_HOLDER, LEASE_PK
+from fleetops.tables import (
+    LEASE_EXECUTION_ARN,
+    LEASE_EXPIRES_AT,
+    LEASE_HOLDER,
+    LEASE_PK,
+    LEASE_RESTORE_POINTER,
+    LEASE_RETURN_CONFIG,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -49,11 +56,18 @@ class LeaseHeldError(RuntimeError):
 
 @dataclass(frozen=True)
 class LeaseInfo:
-    """The lease row as stored: who holds it and until when (epoch seconds)."""
+    """The lease row as stored: who holds it and until when (epoch seconds).
+
+    A workflow holder also records its execution and where it is taking the endpoint, so a rollback can
+    abort a rollout (stop it, return to the config it started from) and keep its own decision across passes.
+    """
 
     endpoint_name: str
     holder: str
     expires_at: int
+    execution_arn: str | None = None
+    return_config: str | None = None
+    restore_pointer: str | None = None
 
 
 class EndpointLease:
@@ -159,6 +173,9 @@ class EndpointLease:
             endpoint_name=endpoint_name,
             holder=item[LEASE_HOLDER]["S"],
             expires_at=int(item[LEASE_EXPIRES_AT]["N"]),
+            execution_arn=item.get(LEASE_EXECUTION_ARN, {}).get("S") or None,
+            return_config=item.get(LEASE_RETURN_CONFIG, {}).get("S") or None,
+            restore_pointer=item.get(LEASE_RESTORE_POINTER, {}).get("S") or None,
         )
 
     @contextmanager

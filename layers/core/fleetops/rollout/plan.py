@@ -22,6 +22,8 @@ DEFAULT_STEPS = (5, 25, 50, 75, 100)
 # SageMaker resource names: alphanumerics and hyphens, at most 63 characters.
 _NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 _MAX_NAME = 63
+#: The rollout's lease holder is this prefix + the rollout id; a rollback may take such a lease over.
+ROLLOUT_LEASE_PREFIX = "canary_rollout/"
 _SUFFIXES = ("-model", "-final-model", "-canary", "-final")
 
 
@@ -404,7 +406,7 @@ def build_plan(
         rollout_id=request.rollout_id,
         endpoint_name=request.endpoint_name,
         requested_by=request.requested_by,
-        lease_holder=f"canary_rollout/{request.rollout_id}",
+        lease_holder=f"{ROLLOUT_LEASE_PREFIX}{request.rollout_id}",
         now_epoch=now_epoch,
         lease_expires_at=now_epoch + budget,
         model_name=model_name,

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fleetops.rollout.plan import EndpointSnapshot, InServiceSettings, Pointer
+from fleetops.rollout.plan import ROLLOUT_LEASE_PREFIX, EndpointSnapshot, InServiceSettings, Pointer
+
+if TYPE_CHECKING:
+    from fleetops.aws.lease import LeaseInfo
 
 Action = Literal["wait", "zero_canary", "restore_config", "finish"]
 
@@ -64,10 +67,13 @@ class RollbackStep(BaseModel):
     current_endpoint_config_name: str
     target_endpoint_config_name: str
     canary_variant_name: str | None
+    takeover_holder: str = Field(description="a holder whose lease this rollback may take; else its own")
+    stop_execution_arn: str | None = Field(default=None, description="the rollout execution this rollback aborts")
     zero_weights: tuple[dict[str, Any], ...] = ()
     wait_seconds: int = 0
     attempt: int
     pointer_json: str | None
+    lease_restore_pointer: str = Field(default="", description="pointer_json as the lease row stores it")
     note: str
 
 
@@ -102,6 +108,28 @@ def resolve_target(request: RollbackRequest, pointer: Pointer | None, current_co
     return previous, request.restore_pointer_json or restored.to_json()
 
 
+def rollout_to_abort(request: RollbackRequest, lease: LeaseInfo | None, now: datetime) -> LeaseInfo | None:
+    """The lease of a rollout in flight that this rollback takes over, or ``None``.
+
+    A rollout holds the endpoint's lease for its whole life, approvals included. A rollback started by the
+    alarm responder or an operator aborts it: it takes the lease and stops the rollout's execution, instead of
+    deferring while a broken canary keeps serving. The rollout's own rollback already holds the lease.
+
+    Examples
+    --------
+    >>> from fleetops.aws.lease import LeaseInfo
+    >>> lease = LeaseInfo("e", "canary_rollout/v7", 2_000_000_000, execution_arn="arn:exec", return_config="v6-config")
+    >>> rollout_to_abort(RollbackRequest(endpoint_name="e", rollback_id="r"), lease, datetime.now()).holder
+    'canary_rollout/v7'
+    >>> rollout_to_abort(RollbackRequest(endpoint_name="e", rollback_id="r", lease_holder="canary_rollout/v7"),
+    ...                  lease, datetime.now()) is None
+    True
+    """
+    if request.lease_holder or lease is None or lease.expires_at < int(now.timestamp()):
+        return None
+    return lease if lease.holder.startswith(ROLLOUT_LEASE_PREFIX) else None
+
+
 def next_step(
     request: RollbackRequest,
     endpoint: EndpointSnapshot,
@@ -109,6 +137,7 @@ def next_step(
     pointer_json: str | None,
     now: datetime,
     pointer_parameter: str = "",
+    abort: LeaseInfo | None = None,
 ) -> RollbackStep:
     """Decide the next rollback action from the endpoint as it is now.
 
@@ -124,11 +153,14 @@ def next_step(
     'finish'
     """
     now_epoch = int(now.timestamp())
+    holder = request.lease_holder or f"rollback/{request.rollback_id}"
     common: dict[str, Any] = {
         "rollback_id": request.rollback_id,
         "reason": request.reason,
         "requested_by": request.requested_by,
-        "lease_holder": request.lease_holder or f"rollback/{request.rollback_id}",
+        "lease_holder": holder,
+        "takeover_holder": abort.holder if abort else holder,
+        "stop_execution_arn": abort.execution_arn if abort else None,
         "now_epoch": now_epoch,
         # Long enough for the whole polling budget; renewed on every pass of the loop.
         "lease_expires_at": now_epoch + request.in_service.timeout_seconds + 3600,
@@ -140,6 +172,7 @@ def next_step(
         "canary_variant_name": request.canary_variant_name,
         "attempt": request.attempt,
         "pointer_json": pointer_json,
+        "lease_restore_pointer": pointer_json or "",
     }
     if endpoint.status != "InService":
         waits = request.in_service.waits()
@@ -171,9 +204,27 @@ def plan_rollback(
     read_endpoint: Callable[[str], EndpointSnapshot],
     read_pointer: Callable[[str], Pointer | None],
     pointer_prefix: str,
+    read_lease: Callable[[str], LeaseInfo | None] | None = None,
 ) -> RollbackStep:
-    """Read the endpoint and the pointer, resolve the target config and return the next action."""
+    """Read the endpoint, the pointer and the lease; resolve the target config and return the next action.
+
+    The first pass decides where to go; the state machine writes that decision into its lease row, and every
+    later pass reads it back, so the target cannot move while the endpoint does.
+    """
     parameter = f"{pointer_prefix.rstrip('/')}/{request.endpoint_name}"
     endpoint = read_endpoint(request.endpoint_name)
-    target, pointer_json = resolve_target(request, read_pointer(parameter), endpoint.endpoint_config_name)
-    return next_step(request, endpoint, target, pointer_json, now, parameter)
+    lease = read_lease(request.endpoint_name) if read_lease else None
+    holder = request.lease_holder or f"rollback/{request.rollback_id}"
+    abort = rollout_to_abort(request, lease, now)
+    if (
+        request.target_endpoint_config_name is None
+        and lease is not None
+        and lease.return_config
+        and lease.holder == holder
+    ):
+        target, pointer_json = lease.return_config, lease.restore_pointer
+    elif request.target_endpoint_config_name is None and abort is not None and abort.return_config:
+        target, pointer_json = abort.return_config, None  # back where the rollout started, the pointer untouched
+    else:
+        target, pointer_json = resolve_target(request, read_pointer(parameter), endpoint.endpoint_config_name)
+    return next_step(request, endpoint, target, pointer_json, now, parameter, abort)
