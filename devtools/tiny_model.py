@@ -174,6 +174,32 @@ def _write_adapter(model_dir: Path, out: Path, seed: int, rank: int, targets: tu
     peft_model.save_pretrained(str(out), safe_serialization=True)
 
 
+def write_truncated_vocab_model(model_dir: Path, out: Path, vocab_size: int = 512) -> Path:
+    """Copy the model with its embedding and output layer cut to ``vocab_size`` rows; the tokenizer stays whole.
+
+    A broken export of the kind that ships by mistake: it loads, serves the warm-up (whose tokens all lie
+    below ``vocab_size``) and then kills the engine core on the first prompt with a higher token id
+    (Japanese text, with this tokenizer). vLLM checks prompt ids against the tokenizer, not the weights.
+
+    Examples
+    --------
+    >>> write_truncated_vocab_model(tiny.model_dir, Path("/tmp/broken"))  # doctest: +SKIP
+    PosixPath('/tmp/broken')
+    """
+    from safetensors.torch import load_file, save_file
+
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(model_dir, out)
+    config = json.loads((out / "config.json").read_text())
+    config["vocab_size"] = vocab_size
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    weights = load_file(str(out / "model.safetensors"))
+    for name in ("model.embed_tokens.weight", "lm_head.weight"):
+        weights[name] = weights[name][:vocab_size].contiguous()
+    save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
+    return out
+
+
 def ensure_tiny_model(root: str | Path) -> TinyModel:
     """Generate the tiny model, tokenizer and adapters under ``root`` unless already there.
 
