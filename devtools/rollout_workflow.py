@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, urlencode, urlparse
 import boto3
 
 from devtools import emulator_extensions
-from devtools.aws_resources import create_core_resources, create_inbox, create_table
+from devtools.aws_resources import CoreResources, create_core_resources, create_inbox, create_table
 from devtools.emulator import ACCOUNT_ID, REGION
 from devtools.lambda_dispatch import FakeLambdaContext, dispatch_lambdas, load_handler_module
 from devtools.state_machines import (
@@ -121,10 +121,10 @@ def create_endpoint(name: str = ENDPOINT, instance_count: int = 2) -> str:
     return config
 
 
-def deploy() -> RolloutWorkflow:
-    """Create both workflows and what they use on the (freshly reset) emulator."""
+def deploy(core: CoreResources | None = None) -> RolloutWorkflow:
+    """Create both workflows and what they use on the (freshly reset) emulator (``core``: shared with others)."""
     emulator_extensions.install()
-    core = create_core_resources()
+    core = core or create_core_resources()
     approvals = create_table("manga-llm-fleet-approvals", APPROVAL_PK)
     registry = create_table("manga-llm-fleet-model-registry", REGISTRY_PK, REGISTRY_SK)
     arns = create_functions(FUNCTIONS, create_role("rollout-functions"))

@@ -1,0 +1,311 @@
+"""The whole system on one machine: the control plane drives the real container and sees what it emits.
+
+What runs, all in this process or as its subprocesses, reached over HTTP as AWS would be:
+
+- the emulated account (moto server + :mod:`devtools.emulator_extensions`);
+- the rollout and rollback state machines executed from their ASL files, with the real handlers
+  (:mod:`devtools.rollout_workflow`);
+- the alarm responder with the templates' alarms, evaluated on the emulator, and its EventBridge rule
+  (:func:`devtools.alarms.remediation_flow`);
+- a local SageMaker that runs the project's container for the endpoint's variants, splits
+  ``InvokeEndpoint`` by weight and ships container stdout to CloudWatch Logs, whose EMF lines become
+  metrics (:mod:`devtools.local_sagemaker`).
+
+Nothing here writes a CloudWatch datapoint or an alarm event: they come from the gateways' EMF lines.
+The endpoint ``manga-chat`` starts with one ``primary`` variant serving ``v1`` on the tiny CPU model; the
+first model is created the way the rollout creates models (:class:`fleetops.model_contract.ModelContract`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from devtools import emulator_extensions, lambda_dispatch
+from devtools import rollout_workflow as wf
+from devtools.alarms import RemediationFlow, remediation_flow
+from devtools.aws_resources import create_core_resources, create_inbox, create_table
+from devtools.emulator import ACCOUNT_ID, REGION
+from devtools.local_sagemaker import LocalSageMaker, hosting, make_adapter, upload_model
+from devtools.remediation_stack import RemediationStack
+from devtools.tiny_model import TinyModel, write_truncated_vocab_model
+from fleetops.aws.autoscaling import DIMENSION, NAMESPACE, resource_id
+from fleetops.model_contract import EngineKnobs, ModelContract
+from fleetops.tables import IDEMPOTENCY_PK, REMEDIATION_STATE_PK
+
+STACK = "manga-llm-fleet"
+ENDPOINT = wf.ENDPOINT
+PRIMARY = wf.PRIMARY
+CANARY = "canary"
+IMAGE = f"{ACCOUNT_ID}.dkr.ecr.{REGION}.amazonaws.com/manga-llm"
+BUCKET = "manga-llm-artifacts"
+#: The stack's MaxNumSeqs: small, so real load on the CPU engine queues (and the saturation alarm means it).
+MAX_NUM_SEQS = 4
+#: Emulated alarm time runs this much faster than the clock (a 60 s period is a 3 s window).
+TIME_SCALE = 20.0
+
+FLEET_YAML = f"""
+version: local-system
+endpoints:
+  - name: {ENDPOINT}
+    environment: dev
+    variants:
+      - {{name: {PRIMARY}, role: primary, capacity_rps_per_instance: 4, baseline_rps: 2, floor: 1, cap: 12}}
+      - {{name: {CANARY}, role: canary, capacity_rps_per_instance: 4, baseline_rps: 1, floor: 1, cap: 2}}
+"""
+
+
+@dataclass
+class Answer:
+    """One ``InvokeEndpoint`` as a user saw it."""
+
+    status: int  # 200, or the container's status behind a ModelError
+    variant: str
+    body: dict[str, Any]
+    sent_at: float
+    error: str = ""
+
+    @property
+    def version(self) -> str | None:
+        return (self.body.get("backend") or {}).get("version")
+
+    @property
+    def fallback(self) -> bool:
+        return any(c.get("finish_reason") == "fallback" for c in self.body.get("choices", []))
+
+    @property
+    def controlled(self) -> bool:
+        """A normal answer or the documented fallback: what users may see, even from a broken canary."""
+        return self.status == 200 and bool(self.body.get("choices"))
+
+
+def upload_artifact(
+    workdir: Path, tiny: TinyModel, name: str, adapters: dict[str, Path] | None = None, broken: bool = False
+) -> str:
+    """Upload model ``name`` (``model.tar.gz``: the tiny model and ``adapters``) to the emulated S3; its URL.
+
+    ``broken``: an export whose embedding lost the tokens Japanese text needs (see devtools.tiny_model).
+    """
+    url = f"s3://{BUCKET}/models/manga-llama/{name}/model.tar.gz"
+    source = tiny
+    if broken:
+        root = workdir / f"broken-{name}"
+        write_truncated_vocab_model(tiny.model_dir, root / "model")
+        source = replace(tiny, root=root)
+    return upload_model(source, url, workdir, adapters=adapters or dict(tiny.adapters))
+
+
+@dataclass
+class LocalSystem:
+    """What :func:`local_system` runs, and what tests and the demo ask of it."""
+
+    workdir: Path
+    tiny: TinyModel
+    workflow: wf.RolloutWorkflow
+    flow: RemediationFlow
+    host: LocalSageMaker
+    artifacts: dict[str, str] = field(default_factory=dict)
+
+    def invoke(self, question: str, *, target_variant: str | None = None, **fields: Any) -> Answer:
+        """Ask the endpoint through the emulated SageMaker runtime, as the store's backend does."""
+        runtime = boto3.client("sagemaker-runtime")
+        body = {"messages": [{"role": "user", "content": question}], "max_tokens": 16, **fields}
+        extra = {"TargetVariant": target_variant} if target_variant else {}
+        sent = time.monotonic()
+        try:
+            answer = runtime.invoke_endpoint(
+                EndpointName=ENDPOINT, Body=json.dumps(body), ContentType="application/json", **extra
+            )
+        except runtime.exceptions.ModelError as exc:
+            status = int(exc.response.get("OriginalStatusCode", 0))
+            return Answer(status, "", {}, sent, error=str(exc.response.get("OriginalMessage", exc)))
+        except Exception as exc:  # what a user would get: nothing usable
+            return Answer(0, "", {}, sent, error=repr(exc))
+        return Answer(200, answer.get("InvokedProductionVariant", ""), json.loads(answer["Body"].read()), sent)
+
+    def artifact(self, name: str, adapters: dict[str, Path] | None = None, broken: bool = False) -> str:
+        """Upload a model artifact (``model.tar.gz``) to the emulated S3 and return its URL."""
+        self.artifacts[name] = upload_artifact(self.workdir, self.tiny, name, adapters, broken)
+        return self.artifacts[name]
+
+    def extra_adapter(self, name: str, seed: int) -> dict[str, Path]:
+        """The tiny model's three adapters plus a new one named ``name`` (other weights: other answers)."""
+        return {**self.tiny.adapters, name: make_adapter(self.tiny, name, seed)}
+
+    def rollout_request(self, rollout_id: str, version: str, model_data_url: str, **changes: Any) -> dict[str, Any]:
+        """A rollout request for this endpoint with test-sized times; ``changes`` override any field."""
+        request: dict[str, Any] = {
+            "rollout_id": rollout_id,
+            "endpoint_name": ENDPOINT,
+            "requested_by": "arn:aws:iam::123456789012:user/ayumi",
+            "model": {
+                "name": "manga-llama",
+                "version": version,
+                "image_uri": f"{IMAGE}:{version}",
+                "model_data_url": model_data_url,
+                "execution_role_arn": wf.ROLE,
+            },
+            "canary": {"instance_type": wf.INSTANCE_TYPE, "instance_count": 1, "variant_name": CANARY},
+            "steps": [50, 100],
+            "bake_seconds": 6,
+            "approval_steps": [],
+            "approval": {"timeout_seconds": 600, "heartbeat_seconds": 600},
+            "thresholds": {"min_requests": 5, "max_latency_regression": 3.0},
+            "in_service": {"first_wait_seconds": 2, "max_wait_seconds": 5, "timeout_seconds": 400},
+            "max_extensions": 3,
+        }
+        return request | changes
+
+    def min_capacity(self, variant: str = PRIMARY) -> int:
+        targets = boto3.client("application-autoscaling").describe_scalable_targets(
+            ServiceNamespace=NAMESPACE, ResourceIds=[resource_id(ENDPOINT, variant)], ScalableDimension=DIMENSION
+        )["ScalableTargets"]
+        return int(targets[0]["MinCapacity"])
+
+    def weights(self) -> dict[str, float]:
+        described = boto3.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)
+        return {v["VariantName"]: v.get("CurrentWeight", 0.0) for v in described["ProductionVariants"]}
+
+
+@contextmanager
+def traffic(
+    system: LocalSystem, questions: Callable[[int], str], *, every_s: float = 0.2, max_s: float = 600.0
+) -> Iterator[list[Answer]]:
+    """Users asking the endpoint in the background (bounded in time); yields the answers as they come."""
+    answers: list[Answer] = []
+    stop = threading.Event()
+
+    def ask() -> None:
+        deadline = time.monotonic() + max_s
+        i = 0
+        while not stop.is_set() and time.monotonic() < deadline:
+            answers.append(system.invoke(questions(i)))
+            i += 1
+            stop.wait(every_s)
+
+    thread = threading.Thread(target=ask, name="users", daemon=True)
+    thread.start()
+    try:
+        yield answers
+    finally:
+        stop.set()
+        thread.join(timeout=70)
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout_s: float, every_s: float = 0.5) -> Any:
+    """Poll ``check`` until it returns something truthy; fail naming ``what``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(every_s)
+    raise TimeoutError(f"{what}: not within {timeout_s:g} s")
+
+
+def _initial_endpoint(url: str, max_num_seqs: int) -> None:
+    """What the operator deployed before any rollout: one primary variant on v1, registered for scaling."""
+    sagemaker = boto3.client("sagemaker")
+    contract = ModelContract(
+        endpoint_name=ENDPOINT, variant_name=PRIMARY, model_version="v1", engine=EngineKnobs(max_num_seqs=max_num_seqs)
+    )
+    sagemaker.create_model(
+        ModelName=f"{ENDPOINT}-v1-model",
+        ExecutionRoleArn=wf.ROLE,
+        PrimaryContainer={"Image": f"{IMAGE}:v1", "ModelDataUrl": url, "Environment": contract.environment()},
+    )
+    variants: Any = [
+        {
+            "VariantName": PRIMARY,
+            "ModelName": f"{ENDPOINT}-v1-model",
+            "InstanceType": wf.INSTANCE_TYPE,
+            "InitialInstanceCount": 1,
+            "InitialVariantWeight": 1.0,
+        }
+    ]
+    sagemaker.create_endpoint_config(EndpointConfigName=f"{ENDPOINT}-v1-config", ProductionVariants=variants)
+    sagemaker.create_endpoint(EndpointName=ENDPOINT, EndpointConfigName=f"{ENDPOINT}-v1-config")
+    boto3.client("application-autoscaling").register_scalable_target(
+        ServiceNamespace=NAMESPACE,
+        ResourceId=resource_id(ENDPOINT, PRIMARY),
+        ScalableDimension=DIMENSION,
+        MinCapacity=1,
+        MaxCapacity=12,
+    )
+
+
+@contextmanager
+def local_system(
+    workdir: Path, tiny: TinyModel, *, max_num_seqs: int = MAX_NUM_SEQS, time_scale: float = TIME_SCALE
+) -> Iterator[LocalSystem]:
+    """Deploy the whole system on the (freshly reset) emulator and run it for the block.
+
+    Takes a few minutes on the first entry: the primary's container starts a real CPU vLLM engine.
+    """
+    emulator_extensions.install()
+    workdir.mkdir(parents=True, exist_ok=True)
+    boto3.client("s3").create_bucket(Bucket=BUCKET)
+    core = create_core_resources(STACK)
+    workflow = wf.deploy(core)
+    fleet_path = workdir / "fleet.yaml"
+    fleet_path.write_text(FLEET_YAML)
+    stack = RemediationStack(
+        core=core,
+        prefix=f"{STACK}-remediation-",
+        state_table=create_table(f"{STACK}-remediation-state", REMEDIATION_STATE_PK),
+        idempotency_table=create_table(f"{STACK}-idempotency", IDEMPOTENCY_PK),
+        inbox_url=create_inbox(core.topic_arn, f"{STACK}-ops-inbox"),
+        fleet_path=fleet_path,
+        rollback_arn=workflow.rollback_arn,
+    )
+    parameters = {
+        "RemediatedEndpointName": ENDPOINT,
+        "PrimaryVariantName": PRIMARY,
+        "CanaryVariantName": CANARY,
+        "MaxNumSeqs": str(max_num_seqs),
+    }
+    environment = workflow.environment | {"MAX_NUM_SEQS": str(max_num_seqs)}  # template.yaml: RolloutValidate
+    with ExitStack() as stack_of:
+        stack_of.enter_context(_workflow_environment(environment))
+        host = stack_of.enter_context(hosting(workdir / "sagemaker", metrics_interval_s=1.0, health_timeout_s=400.0))
+        system = LocalSystem(workdir, tiny, workflow, flow=None, host=host)  # type: ignore[arg-type]
+        _initial_endpoint(system.artifact("v1"), max_num_seqs)
+        wait_for("the primary InService", lambda: system.weights() and _in_service(), timeout_s=420, every_s=2)
+        system.flow = stack_of.enter_context(
+            remediation_flow(stack, STACK, parameters=parameters, time_scale=time_scale)
+        )
+        stack_of.enter_context(wf.handlers())
+        yield system
+
+
+def _in_service() -> bool:
+    return boto3.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)["EndpointStatus"] == "InService"
+
+
+@contextmanager
+def _workflow_environment(variables: dict[str, str]) -> Iterator[None]:
+    """The workflows' functions read their settings at import, as in Lambda: fresh imports, this environment."""
+    import os
+
+    saved = {key: os.environ.get(key) for key in variables}
+    os.environ.update(variables)
+    for folder in wf.FUNCTIONS.values():
+        lambda_dispatch._modules.pop(folder, None)
+    try:
+        yield
+    finally:
+        for folder in wf.FUNCTIONS.values():
+            lambda_dispatch._modules.pop(folder, None)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

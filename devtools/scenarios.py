@@ -1,0 +1,158 @@
+"""End-to-end scenarios on the local system, shared by the tests (which assert) and ``bench/closed_loop.py``
+(which records the timings). Every number here comes from what the real gateways emitted and answered."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+
+from devtools import rollout_workflow as wf
+from devtools.local_system import CANARY, ENDPOINT, PRIMARY, Answer, LocalSystem, traffic, wait_for
+from fleetops.aws.lease import EndpointLease
+
+ENGLISH = (
+    "When is the next One Piece volume out?",
+    "Recommend a shonen manga like Demon Slayer",
+    "Can I preorder the latest volume?",
+    "Where is my order?",
+)
+#: Japanese readers: their prompts use the tokens the broken export lost.
+JAPANESE = ("ワンピースの最新刊の発売日はいつですか", "鬼滅の刃 おすすめ 漫画", "予約 配送 よろしくお願いします")
+
+
+def english(i: int) -> str:
+    return ENGLISH[i % len(ENGLISH)]
+
+
+def evening(i: int) -> str:
+    """Half English, half Japanese."""
+    return JAPANESE[i // 2 % len(JAPANESE)] if i % 2 else ENGLISH[i // 2 % len(ENGLISH)]
+
+
+@dataclass
+class RolloutOutcome:
+    execution: dict[str, Any]
+    during_canary: list[Answer] = field(default_factory=list)
+    on_canary: list[Answer] = field(default_factory=list)
+    on_primary_with_new_adapter: Answer | None = None
+    after: list[Answer] = field(default_factory=list)
+
+
+def healthy_rollout(system: LocalSystem, adapter: str = "seasonal_promo") -> RolloutOutcome:
+    """v2 with one more adapter: canary at 50 %, analysed on real traffic, promoted to the primary variant."""
+    url = system.artifact("v2", adapters=system.extra_adapter(adapter, seed=21))
+    request = system.rollout_request(
+        "v2", "v2", url, model={**system.rollout_request("v2", "v2", url)["model"], "adapters": _lora(system, adapter)}
+    )
+    outcome = RolloutOutcome(execution={})
+    with traffic(system, english) as answers:
+        execution = wf.start(system.workflow.rollout_arn, request, name="v2")
+        wait_for("the canary serving", lambda: system.weights().get(CANARY, 0) > 0, timeout_s=420, every_s=1)
+        outcome.on_canary = [system.invoke(q, target_variant=CANARY) for q in ENGLISH]
+        outcome.on_canary.append(system.invoke("Recommend a manga", target_variant=CANARY, adapter=adapter))
+        outcome.on_primary_with_new_adapter = system.invoke(
+            "Recommend a manga", target_variant=PRIMARY, adapter=adapter
+        )
+        outcome.execution = wf.wait(execution, timeout_s=600)
+        outcome.during_canary = list(answers)
+    outcome.after = [system.invoke(q) for q in ENGLISH]
+    return outcome
+
+
+def _lora(system: LocalSystem, extra: str) -> dict[str, str]:
+    return {name: f"adapters/{name}" for name in [*system.tiny.adapters, extra]}
+
+
+@dataclass
+class BrokenCanaryOutcome:
+    rollout: dict[str, Any]
+    rollbacks: list[dict[str, Any]]
+    answers: list[Answer]
+    lease_holder_before: str | None
+    detect_to_weight0_s: float | None
+    weights_after: dict[str, float]
+    config_after: str
+
+
+def _bad_on_canary(answer: Answer) -> bool:
+    return answer.variant == CANARY and (answer.fallback or not answer.controlled)
+
+
+def broken_canary(system: LocalSystem) -> BrokenCanaryOutcome:
+    """A canary whose export lost the Japanese tokens, while the rollout waits for approval at 50 %.
+
+    The bake sees English traffic only and passes; then Japanese readers arrive, the canary's engine core
+    dies on their prompts, the gateway answers with its fallback and restarts the engine, the canary's alarms
+    breach, the responder starts the rollback, which takes the rollout's lease and aborts it.
+    """
+    url = system.artifact("v2-broken", broken=True)
+    request = system.rollout_request("v2-broken", "v2-broken", url, approval_steps=[50])
+    with traffic(system, english):
+        execution = wf.start(system.workflow.rollout_arn, request, name="v2-broken")
+        wf.approval_link(system.workflow, "approve", execution, timeout_s=600)
+    lease = EndpointLease(system.workflow.lease_table).current(ENDPOINT)
+    with traffic(system, evening, every_s=0.1) as answers:
+        wait_for(
+            "the canary at weight 0",
+            lambda: (
+                system.weights().get(CANARY, 0.0) == 0.0 and any(a.variant == CANARY and a.fallback for a in answers)
+            ),
+            timeout_s=420,
+            every_s=0.2,
+        )
+        at_zero = time.monotonic()
+        rollout = wf.wait(execution, timeout_s=120)
+        sfn = boto3.client("stepfunctions")
+        rollbacks = wait_for(
+            "the rollback to finish",
+            lambda: [
+                e
+                for e in sfn.list_executions(stateMachineArn=system.workflow.rollback_arn)["executions"]
+                if e["status"] != "RUNNING"
+            ],
+            timeout_s=300,
+        )
+    first_bad = min(
+        (a.sent_at for a in answers if a.variant == CANARY and (a.fallback or not a.controlled)), default=None
+    )
+    described = boto3.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)
+    return BrokenCanaryOutcome(
+        rollout=rollout,
+        rollbacks=[dict(sfn.describe_execution(executionArn=e["executionArn"])) for e in rollbacks],
+        answers=list(answers),
+        lease_holder_before=lease.holder if lease else None,
+        detect_to_weight0_s=None if first_bad is None else at_zero - first_bad,
+        weights_after=system.weights(),
+        config_after=described["EndpointConfigName"],
+    )
+
+
+@dataclass
+class QueueOutcome:
+    min_capacity_before: int
+    min_capacity_after: int
+    load_to_capacity_s: float
+    answers: list[Answer]
+
+
+def queue_build_up(system: LocalSystem, concurrent: int = 48, max_tokens: int = 96) -> QueueOutcome:
+    """Real load on a small primary (max_num_seqs from the stack): requests queue in vLLM, the queue-depth
+    alarm breaches on what the gateway emitted, and the responder raises MinCapacity."""
+    before = system.min_capacity()
+    started = time.monotonic()
+    questions = [english(i) for i in range(concurrent * 3)]
+    with ThreadPoolExecutor(max_workers=concurrent) as pool:
+        futures = [pool.submit(system.invoke, q, max_tokens=max_tokens) for q in questions]
+        after = wait_for(
+            "MinCapacity raised",
+            lambda: system.min_capacity() > before and system.min_capacity(),
+            timeout_s=300,
+            every_s=0.5,
+        )
+        raised_at = time.monotonic()
+        answers = [f.result(timeout=300) for f in futures]
+    return QueueOutcome(before, int(after), raised_at - started, answers)
