@@ -1,4 +1,8 @@
-"""One system: the real workflows, handlers, templates' alarms and container, end to end on the emulator.
+"""WORK IN PROGRESS, not collected (the file name does not start with ``test_``): the first run of the broken
+canary scenario exceeded pytest's 300 s timeout while two engines started on a busy 2-core machine; the
+scenarios have not passed yet. Rename to ``test_one_system.py`` once they pass (they need ``timeout(1200)``).
+
+One system: the real workflows, handlers, templates' alarms and container, end to end on the emulator.
 
 Nothing here writes a CloudWatch datapoint or an alarm event: metrics are the EMF lines the real gateways
 printed, shipped to the emulated CloudWatch Logs; the alarms are the templates'; their state changes reach
@@ -23,7 +27,7 @@ from devtools.scenarios import broken_canary, healthy_rollout, queue_build_up
 from devtools.tiny_model import TinyModel
 from fleetops.metrics import NAMESPACE, Dimension, MetricName
 
-pytestmark = pytest.mark.container
+pytestmark = [pytest.mark.container, pytest.mark.timeout(1200)]
 
 
 @pytest.fixture
