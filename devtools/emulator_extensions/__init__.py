@@ -4,10 +4,19 @@ Each submodule patches moto's backends in this process (the threaded moto server
 additions are reached over HTTP like the rest of the emulator, and responses are serialised from
 botocore's real service model. Tests that rely on one of them say so.
 
-- ``sagemaker``: UpdateEndpoint with real status transitions, variant weight 0.
+- ``sagemaker``: UpdateEndpoint with real status transitions, variant weight 0; with a registered
+  hosting (``devtools.local_sagemaker``), endpoints that run real containers and wait for their health.
+- ``sagemaker_runtime``: InvokeEndpoint and InvokeEndpointWithResponseStream reaching those containers
+  (inert unless a hosting is registered).
 - ``bedrock``: Custom Model Import (CreateModelImportJob, GetModelImportJob, ...) and Converse.
 - ``cloudwatch``: percentile statistics (p95) in GetMetricData, which moto leaves empty.
 - ``stepfunctions``: the ``states:startExecution`` integration's parameter names, as AWS maps them.
+- ``logs_emf``: CloudWatch Logs' EMF extraction: an EMF record put with PutLogEvents becomes CloudWatch
+  datapoints (every dimension set, value arrays as samples, ``_aws.Timestamp``); invalid EMF yields none.
+- ``events_lambda``: EventBridge rules with Lambda targets (moto fails PutEvents on one), invoked
+  asynchronously through moto's Lambda backend; each delivery and its result are recorded.
+
+Alarm evaluation (moto never evaluates alarms) is not an API patch: ``devtools.alarm_evaluator``.
 """
 
 from __future__ import annotations
@@ -15,7 +24,15 @@ from __future__ import annotations
 
 def install() -> None:
     """Install every extension (idempotent)."""
-    from devtools.emulator_extensions import bedrock, cloudwatch, sagemaker, stepfunctions
+    from devtools.emulator_extensions import (
+        bedrock,
+        cloudwatch,
+        events_lambda,
+        logs_emf,
+        sagemaker,
+        sagemaker_runtime,
+        stepfunctions,
+    )
 
-    for extension in (sagemaker, bedrock, cloudwatch, stepfunctions):
+    for extension in (sagemaker, sagemaker_runtime, bedrock, cloudwatch, stepfunctions, logs_emf, events_lambda):
         extension.install()

@@ -1,0 +1,195 @@
+"""Read CloudFormation/SAM templates: a safe YAML loader for the short tags, and the intrinsics parameters resolve.
+
+Short tags become their long form (``!Ref X`` -> ``{"Ref": "X"}``, ``!GetAtt A.B`` -> ``{"Fn::GetAtt": ["A", "B"]}``),
+so a reader sees what CloudFormation sees. ``yaml.SafeLoader`` underneath: no arbitrary objects.
+
+:func:`resolve` evaluates what depends only on parameters and pseudo parameters (``Ref``, ``Fn::Sub``,
+``Fn::Join``, ``Fn::If`` and the condition functions), as CloudFormation does before it creates a resource;
+anything that needs a deployed resource (``Fn::GetAtt``, ``Ref`` to a resource) raises :class:`UnresolvableError`
+naming it, so a caller never acts on a half-resolved value.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+#: ``AWS::NoValue`` removes the property (or list item) it is the value of.
+NO_VALUE = object()
+
+_SUB_VARIABLE = re.compile(r"\$\{([^}]*)\}")
+
+
+class CfnLoader(yaml.SafeLoader):
+    """SafeLoader plus CloudFormation short tags."""
+
+
+class UnresolvableError(ValueError):
+    """The value needs something only a deployed stack has (a resource attribute, an unknown name)."""
+
+
+def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
+    value: Any
+    if isinstance(node, yaml.ScalarNode):
+        value = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        assert isinstance(node, yaml.MappingNode)
+        value = loader.construct_mapping(node, deep=True)
+    if suffix == "Ref":
+        return {"Ref": value}
+    if suffix == "Condition":
+        return {"Condition": value}
+    if suffix == "GetAtt" and isinstance(value, str):
+        value = value.split(".", 1)
+    return {f"Fn::{suffix}": value}
+
+
+CfnLoader.add_multi_constructor("!", _tag)
+
+
+def load(path: Path) -> dict[str, Any]:
+    """Parse a template file."""
+    data: dict[str, Any] = yaml.load(path.read_text(encoding="utf-8"), Loader=CfnLoader)
+    return data
+
+
+def resources_of_type(template: Mapping[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    """Resources of one type by logical id (entries that are not plain resources, e.g. Fn::ForEach, are skipped)."""
+    return {
+        name: res
+        for name, res in template.get("Resources", {}).items()
+        if isinstance(res, dict) and res.get("Type") == kind
+    }
+
+
+def pseudo_parameters(stack_name: str) -> dict[str, str]:
+    """``AWS::StackName`` and friends, as the emulated account and region have them."""
+    from devtools.emulator import ACCOUNT_ID, REGION  # here: reading a template needs no moto import
+
+    return {
+        "AWS::StackName": stack_name,
+        "AWS::Region": REGION,
+        "AWS::AccountId": ACCOUNT_ID,
+        "AWS::Partition": "aws",
+        "AWS::URLSuffix": "amazonaws.com",
+    }
+
+
+def parameter_values(template: Mapping[str, Any], given: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Each declared parameter's value: ``given`` over ``Default``, as strings (what ``Ref`` returns in CloudFormation).
+
+    Raises
+    ------
+    UnresolvableError
+        For a name the template does not declare, or a parameter with neither a value nor a default.
+    """
+    declared: Mapping[str, Any] = template.get("Parameters") or {}
+    given = dict(given or {})
+    unknown = sorted(set(given) - set(declared))
+    if unknown:
+        raise UnresolvableError(f"parameters {unknown} are not declared; the template has {sorted(declared)}")
+    values: dict[str, str] = {}
+    for name, spec in declared.items():
+        if name in given:
+            values[name] = str(given[name])
+        elif "Default" in spec:
+            values[name] = str(spec["Default"])
+        else:
+            raise UnresolvableError(f"parameter {name!r} has no value and no default")
+    return values
+
+
+def condition_values(template: Mapping[str, Any], refs: Mapping[str, str]) -> dict[str, bool]:
+    """Evaluate the template's ``Conditions`` (they may refer to each other) with the given parameter values."""
+    declared: Mapping[str, Any] = template.get("Conditions") or {}
+    done: dict[str, bool] = {}
+
+    def condition(name: str, seen: tuple[str, ...] = ()) -> bool:
+        if name in seen:
+            raise UnresolvableError(f"conditions refer to each other in a loop: {' -> '.join((*seen, name))}")
+        if name not in declared:
+            raise UnresolvableError(f"unknown condition {name!r}")
+        if name not in done:
+            done[name] = bool(_resolve(declared[name], refs, lambda n: condition(n, (*seen, name))))
+        return done[name]
+
+    return {name: condition(name) for name in declared}
+
+
+def resolve(value: Any, refs: Mapping[str, str], conditions: Mapping[str, bool] | None = None) -> Any:
+    """Evaluate the intrinsics in ``value`` that need only ``refs`` (parameters, pseudo parameters) and conditions.
+
+    Examples
+    --------
+    >>> resolve({"Fn::Sub": "${Prefix}oom-${Name}"}, {"Prefix": "s-remediation-", "Name": "ep"})
+    's-remediation-oom-ep'
+    >>> resolve({"Fn::If": ["Big", {"Ref": "N"}, {"Ref": "AWS::NoValue"}]}, {"N": "3"}, {"Big": True})
+    '3'
+    """
+    known = conditions or {}
+
+    def condition(name: str) -> bool:
+        if name not in known:
+            raise UnresolvableError(f"unknown condition {name!r}")
+        return known[name]
+
+    return _resolve(value, refs, condition)
+
+
+def _resolve(value: Any, refs: Mapping[str, str], condition: Any) -> Any:
+    if isinstance(value, list):
+        items = [_resolve(item, refs, condition) for item in value]
+        return [item for item in items if item is not NO_VALUE]
+    if not isinstance(value, dict):
+        return value
+    if len(value) == 1:
+        ((key, arg),) = value.items()
+        if key == "Ref" or key.startswith("Fn::") or key == "Condition":
+            return _intrinsic(key, arg, refs, condition)
+    resolved = {k: _resolve(v, refs, condition) for k, v in value.items()}
+    return {k: v for k, v in resolved.items() if v is not NO_VALUE}
+
+
+def _intrinsic(key: str, arg: Any, refs: Mapping[str, str], condition: Any) -> Any:  # noqa: PLR0911
+    if key == "Ref":
+        if arg == "AWS::NoValue":
+            return NO_VALUE
+        if arg not in refs:
+            raise UnresolvableError(f"!Ref {arg} names no parameter (a resource exists only once deployed)")
+        return refs[arg]
+    if key == "Fn::Sub":
+        text, extra = (arg, {}) if isinstance(arg, str) else (arg[0], arg[1])
+        names = {**refs, **{k: str(_resolve(v, refs, condition)) for k, v in extra.items()}}
+        return _SUB_VARIABLE.sub(lambda m: _sub_variable(m.group(1), names), text)
+    if key == "Fn::Join":
+        separator, items = arg
+        return str(separator).join(str(item) for item in _resolve(items, refs, condition))
+    if key == "Fn::If":
+        name, when_true, when_false = arg
+        return _resolve(when_true if condition(name) else when_false, refs, condition)
+    if key == "Condition":
+        return condition(arg)
+    if key == "Fn::Equals":
+        left, right = (_resolve(item, refs, condition) for item in arg)
+        return str(left) == str(right)
+    if key == "Fn::Not":
+        return not _resolve(arg[0], refs, condition)
+    if key == "Fn::And":
+        return all(_resolve(item, refs, condition) for item in arg)
+    if key == "Fn::Or":
+        return any(_resolve(item, refs, condition) for item in arg)
+    raise UnresolvableError(f"{key} {arg!r} needs a deployed stack")
+
+
+def _sub_variable(name: str, names: Mapping[str, str]) -> str:
+    if name.startswith("!"):  # ${!Literal} is the escape for a literal ${Literal}
+        return "${" + name[1:] + "}"
+    if name not in names:
+        raise UnresolvableError(f"${{{name}}} in !Sub names no parameter (a resource attribute needs a deployed stack)")
+    return names[name]
