@@ -1,0 +1,314 @@
+"""SageMaker Runtime invocations that reach real containers, added to moto 5.2.5 by this project.
+
+moto's ``InvokeEndpoint`` answers canned data and it has no ``InvokeEndpointWithResponseStream`` at
+all (its path, ``/endpoints/<name>/invocations-response-stream``, is even routed to the SageMaker
+control-plane app). While a :class:`~devtools.emulator_extensions.sagemaker.Hosting` is registered,
+this module answers both operations for the endpoints it hosts, in front of moto's own dispatch
+(the moto server is a WSGI app in this process), and everything else goes on to moto untouched:
+
+- the variant is drawn at random in proportion to the variants' current weights (weight 0 gets
+  nothing), or is the one ``TargetVariant`` names (an unknown name: ``ValidationError``); an endpoint
+  that is not ``InService``/``Updating`` or does not exist: ``ValidationError``;
+- the body, ``ContentType``, ``Accept`` and ``CustomAttributes`` go to the container's
+  ``POST /invocations``; its body, content type and custom attributes come back with
+  ``InvokedProductionVariant``. A non-2xx answer is SageMaker's ``ModelError`` (HTTP 424 with
+  ``OriginalStatusCode``, ``OriginalMessage``, ``LogStreamArn``), as botocore's model defines it; no
+  answer within :attr:`Behaviour.invocation_timeout_s` (SageMaker: 60 s) is a ``ModelError`` too;
+- the streaming variant forwards the same way and relays the container's body as it arrives, one
+  AWS event-stream ``PayloadPart`` event per chunk read (werkzeug writes each one at once, chunked),
+  so botocore's own parser yields ``{"PayloadPart": {"Bytes": ...}}``; a failure mid-stream ends the
+  stream with a ``ModelStreamError`` exception event.
+
+Approximated: the wording of the ``ValidationError`` messages other than "Endpoint ... not found"; an
+unreachable container answers ``ServiceUnavailable``. Not emulated: the 6 MB payload limit,
+``InferenceId``/``SessionId``/``TargetModel``/``InferenceComponentName`` headers, async inference.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import struct
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from moto.iam.models import get_account_id_from
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+from moto.sagemaker.models import FakeEndpoint, sagemaker_backends
+from werkzeug.wrappers import Request, Response
+
+from devtools.emulator_extensions import sagemaker
+
+_PATH = re.compile(r"^/endpoints/(?P<name>[^/]+)/(?P<op>invocations|invocations-response-stream)$")
+_SCOPE = re.compile(r"Credential=(?P<key>[^/,\s]+)/\d{8}/(?P<region>[^/]+)/(?P<service>[^/]+)/aws4_request")
+
+
+@dataclass
+class Behaviour:
+    """Knobs tests turn (the server runs in the test process)."""
+
+    #: SageMaker cuts an invocation whose container has not answered (or sent the next chunk) in 60 s.
+    invocation_timeout_s: float = 60.0
+
+
+behaviour = Behaviour()
+
+
+# ---------------------------------------------------------------- AWS event-stream framing
+def _string_header(name: str, value: str) -> bytes:
+    raw_name, raw_value = name.encode(), value.encode()
+    return bytes([len(raw_name)]) + raw_name + b"\x07" + struct.pack(">H", len(raw_value)) + raw_value  # 7: string
+
+
+def encode_event(headers: Mapping[str, str], payload: bytes) -> bytes:
+    """One ``application/vnd.amazon.eventstream`` message: prelude, prelude CRC, headers, payload, message CRC.
+
+    Examples
+    --------
+    >>> from botocore.eventstream import EventStreamBuffer
+    >>> buffer = EventStreamBuffer()
+    >>> buffer.add_data(encode_event({":message-type": "event"}, b"hi"))
+    >>> [(m.headers, m.payload) for m in buffer]
+    [({':message-type': 'event'}, b'hi')]
+    """
+    raw_headers = b"".join(_string_header(name, value) for name, value in headers.items())
+    prelude = struct.pack(">II", 12 + len(raw_headers) + len(payload) + 4, len(raw_headers))
+    message = prelude + struct.pack(">I", zlib.crc32(prelude)) + raw_headers + payload
+    return message + struct.pack(">I", zlib.crc32(message))
+
+
+def payload_part(data: bytes) -> bytes:
+    """A ``PayloadPart`` event carrying ``data``."""
+    headers = {":event-type": "PayloadPart", ":content-type": "application/octet-stream", ":message-type": "event"}
+    return encode_event(headers, data)
+
+
+def stream_error(message: str, error_code: str = "ModelStreamError") -> bytes:
+    """A ``ModelStreamError`` exception event (botocore raises it as ``EventStreamError`` while iterating)."""
+    headers = {":exception-type": "ModelStreamError", ":content-type": "application/json", ":message-type": "exception"}
+    return encode_event(headers, json.dumps({"Message": message, "ErrorCode": error_code}).encode())
+
+
+# ---------------------------------------------------------------- errors, as botocore's rest-json parser reads them
+def _error(code: str, status: int, message: str, **fields: Any) -> Response:
+    body = json.dumps({"Message": message, **fields})
+    return Response(body, status, {"x-amzn-ErrorType": code, "Content-Type": "application/x-amz-json-1.1"})
+
+
+def _validation(message: str) -> Response:
+    return _error("ValidationError", 400, message)
+
+
+def _log_group_url(region: str, account: str, endpoint_name: str) -> tuple[str, str]:
+    group = f"/aws/sagemaker/Endpoints/{endpoint_name}"
+    url = (
+        f"https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}#logEventViewer:group={group}"
+        f" in account {account}"
+    )
+    return f"arn:aws:logs:{region}:{account}:log-group:{group}", url
+
+
+def _model_error(target: _Target, status: int, content: bytes) -> Response:
+    original = content.decode("utf-8", "replace")
+    kind = "client" if status < 500 else "server"
+    log_arn, url = _log_group_url(target.region, target.account, target.endpoint.endpoint_name)
+    message = (
+        f'Received {kind} error ({status}) from {target.variant} with message "{original}". '
+        f"See {url} for more information."
+    )
+    code = "CLIENT_ERROR_FROM_MODEL" if status < 500 else "SERVER_ERROR_FROM_MODEL"
+    return _error(
+        "ModelError",
+        424,
+        message,
+        OriginalStatusCode=status,
+        OriginalMessage=original,
+        LogStreamArn=log_arn,
+        ErrorCode=code,
+    )
+
+
+def _timeout_error(target: _Target) -> Response:
+    log_arn, _ = _log_group_url(target.region, target.account, target.endpoint.endpoint_name)
+    message = (
+        f"Your invocation timed out while waiting for a response from container {target.variant}. Review the "
+        "latency metrics for each container in Amazon CloudWatch, resolve the issue, and try again."
+    )
+    return _error("ModelError", 424, message, LogStreamArn=log_arn, ErrorCode="INVOCATION_TIMEOUT")
+
+
+# ---------------------------------------------------------------- routing
+@dataclass(frozen=True)
+class _Target:
+    endpoint: FakeEndpoint
+    variant: str
+    url: str
+    region: str
+    account: str
+
+
+def _choose_variant(endpoint: FakeEndpoint, target_variant: str | None) -> str | Response:
+    variants = {str(v["VariantName"]): float(v.get("CurrentWeight", 1.0)) for v in endpoint.production_variants}
+    if target_variant is not None:
+        if target_variant not in variants:
+            return _validation(
+                f"The variant name '{target_variant}' in the TargetVariant header is not present within endpoint "
+                f"'{endpoint.endpoint_name}' (variants: {', '.join(sorted(variants))})."
+            )
+        return target_variant
+    weighted = {name: weight for name, weight in variants.items() if weight > 0}
+    if not weighted:
+        return _validation(f"Endpoint {endpoint.endpoint_name} has no production variant with a weight above 0.")
+    return random.choices(list(weighted), weights=list(weighted.values()))[0]
+
+
+def _locate(environ: Mapping[str, Any]) -> tuple[str, str, str, str] | None:
+    """``(operation, endpoint name, region, account)`` of a runtime invocation, or ``None`` for anything else."""
+    path = _PATH.match(str(environ.get("PATH_INFO", "")))
+    scope = _SCOPE.search(str(environ.get("HTTP_AUTHORIZATION", "")))
+    # sagemaker-runtime signs as "sagemaker"; moto itself tells it from the control plane by the path.
+    if path is None or scope is None or scope["service"] != "sagemaker" or environ.get("REQUEST_METHOD") != "POST":
+        return None
+    return path["op"], path["name"], scope["region"], get_account_id_from(scope["key"])
+
+
+def _resolve(environ: Mapping[str, Any]) -> tuple[str, _Target | Response] | None:
+    """The operation and where it goes, or an error answer; ``None`` for moto to handle."""
+    host = sagemaker.hosting
+    located = _locate(environ) if host is not None else None
+    if host is None or located is None:
+        return None
+    operation, name, region, account = located
+    endpoint = sagemaker_backends[account][region].endpoints.get(name)
+    if endpoint is None:
+        return operation, _validation(f"Endpoint {name} of account {account} not found.")
+    if not host.hosts(str(endpoint.arn)):
+        if operation == "invocations":
+            return None  # moto's canned InvokeEndpoint, as without a hosting
+        return operation, _validation(f"Endpoint {name} runs no container of the local hosting: cannot stream.")
+    sagemaker.settle(endpoint)
+    return operation, _route(host, endpoint, environ.get("HTTP_X_AMZN_SAGEMAKER_TARGET_VARIANT"), region, account)
+
+
+def _route(
+    host: sagemaker.Hosting, endpoint: FakeEndpoint, target_variant: str | None, region: str, account: str
+) -> _Target | Response:
+    name = endpoint.endpoint_name
+    if endpoint.endpoint_status not in ("InService", "Updating"):  # while updating, the old config serves
+        return _validation(f"Endpoint {name} of account {account} is {endpoint.endpoint_status}.")
+    variant = _choose_variant(endpoint, target_variant)
+    if isinstance(variant, Response):
+        return variant
+    url = host.serving_url(str(endpoint.arn), variant)
+    if url is None:
+        message = f"Variant {variant} of endpoint {name} has no running container (its image is not hosted locally)."
+        return _error("ServiceUnavailable", 503, message)
+    return _Target(endpoint, variant, url, region, account)
+
+
+def _container_headers(request: Request, accept_header: str) -> dict[str, str]:
+    headers = {
+        "Content-Type": request.headers.get("Content-Type"),
+        "Accept": request.headers.get(accept_header),
+        "X-Amzn-SageMaker-Custom-Attributes": request.headers.get("X-Amzn-SageMaker-Custom-Attributes"),
+    }
+    return {k: v for k, v in headers.items() if v is not None}
+
+
+def _answer_headers(target: _Target, response: httpx.Response, content_type_header: str) -> dict[str, str]:
+    headers = {"x-Amzn-Invoked-Production-Variant": target.variant}
+    if "content-type" in response.headers:
+        headers[content_type_header] = response.headers["content-type"]
+    if "x-amzn-sagemaker-custom-attributes" in response.headers:
+        headers["X-Amzn-SageMaker-Custom-Attributes"] = response.headers["x-amzn-sagemaker-custom-attributes"]
+    return headers
+
+
+def _unreachable(target: _Target, exc: Exception) -> Response:
+    return _error("ServiceUnavailable", 503, f"The container of variant {target.variant} is unreachable: {exc!r}")
+
+
+def invoke(target: _Target, request: Request) -> Response:
+    """``InvokeEndpoint`` against the variant's container."""
+    try:
+        answer = httpx.post(
+            f"{target.url}/invocations",
+            content=request.get_data(),
+            headers=_container_headers(request, "Accept"),
+            timeout=behaviour.invocation_timeout_s,
+        )
+    except httpx.TimeoutException:
+        return _timeout_error(target)
+    except httpx.HTTPError as exc:
+        return _unreachable(target, exc)
+    if not answer.is_success:
+        return _model_error(target, answer.status_code, answer.content)
+    return Response(answer.content, 200, _answer_headers(target, answer, "Content-Type"))
+
+
+def invoke_with_response_stream(target: _Target, request: Request) -> Response:
+    """``InvokeEndpointWithResponseStream``: the container's body relayed as ``PayloadPart`` events."""
+    client = httpx.Client(timeout=httpx.Timeout(behaviour.invocation_timeout_s, connect=5.0))
+    try:
+        upstream = client.send(
+            client.build_request(
+                "POST",
+                f"{target.url}/invocations",
+                content=request.get_data(),
+                headers=_container_headers(request, "X-Amzn-SageMaker-Accept"),
+            ),
+            stream=True,
+        )
+    except httpx.TimeoutException:
+        client.close()
+        return _timeout_error(target)
+    except httpx.HTTPError as exc:
+        client.close()
+        return _unreachable(target, exc)
+    if not upstream.is_success:
+        content = upstream.read()
+        client.close()
+        return _model_error(target, upstream.status_code, content)
+
+    def events() -> Iterator[bytes]:
+        try:
+            for chunk in upstream.iter_raw():
+                if chunk:
+                    yield payload_part(chunk)
+        except httpx.HTTPError as exc:
+            yield stream_error(f"The container of variant {target.variant} broke the stream: {exc!r}")
+        finally:
+            upstream.close()
+            client.close()
+
+    headers = _answer_headers(target, upstream, "X-Amzn-SageMaker-Content-Type")
+    return Response(events(), 200, headers, content_type="application/vnd.amazon.eventstream")
+
+
+def _dispatch(original: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]:
+    def __call__(
+        self: DomainDispatcherApplication, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        resolved = _resolve(environ)
+        if resolved is None:
+            return original(self, environ, start_response)
+        operation, target = resolved
+        if isinstance(target, Response):
+            return target(environ, start_response)
+        request = Request(environ)
+        answer = invoke(target, request) if operation == "invocations" else invoke_with_response_stream(target, request)
+        return answer(environ, start_response)
+
+    return __call__
+
+
+def install() -> None:
+    """Put the runtime in front of moto's dispatcher in this process (idempotent; inert without a hosting)."""
+    if getattr(DomainDispatcherApplication, "_fleet_runtime_patched", False):
+        return
+    DomainDispatcherApplication.__call__ = _dispatch(DomainDispatcherApplication.__call__)  # type: ignore[method-assign]
+    DomainDispatcherApplication._fleet_runtime_patched = True  # type: ignore[attr-defined]
