@@ -706,10 +706,21 @@ class AlarmEvaluator:
                 self._changed.wait(left)
 
     def wait_evaluated(self, alarm_names: Sequence[str], *, after: float, timeout_s: float = 30.0) -> None:
-        """Wait until each alarm has been evaluated at an instant at or after wall time ``after``."""
+        """Wait until each alarm has been evaluated at an instant at or after wall time ``after``.
+
+        Raises
+        ------
+        ValueError
+            At once for an alarm the emulator refuses to evaluate (unsupported metric math or operator).
+        TimeoutError
+            After ``timeout_s``, naming the alarms not evaluated yet.
+        """
         deadline = time.monotonic() + timeout_s
         with self._changed:
             while pending := [n for n in alarm_names if self._evaluated.get(n, -math.inf) < after]:
+                refused = {n: self._refused[n] for n in pending if n in self._refused}
+                if refused:
+                    raise ValueError(f"alarms the emulator cannot evaluate: {refused}")
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TimeoutError(f"not evaluated after {after} within {timeout_s} s: {pending}")
@@ -726,7 +737,8 @@ class AlarmEvaluator:
         """Evaluate every alarm at each of its evaluation instants that has passed; returns the state changes made.
 
         Instants missed while the thread was starved (a loaded machine) are evaluated in order, up to
-        ``max_catch_up`` of them, as CloudWatch never skips an evaluation.
+        ``max_catch_up`` of them, as CloudWatch never skips an evaluation. The thread calls this; call it
+        yourself only while the thread is stopped (its API clients are not shared between threads).
         """
         now = time.time() if now is None else now
         backend = cloudwatch_backends[self._account_id][self._region]
@@ -755,6 +767,8 @@ class AlarmEvaluator:
                     config = _config(alarm) or config  # SetAlarmState changed moto's alarm in place
             except (MetricMathError, ValueError) as exc:
                 self._refuse(alarm.name, str(exc))
+            except Exception:  # e.g. the alarm was deleted meanwhile: the next pass tries again
+                logger.exception("evaluating alarm %s failed", alarm.name)
         return made
 
     def _refuse(self, alarm_name: str, why: str) -> None:

@@ -295,6 +295,33 @@ def test_treat_missing_data_and_the_initial_state(evaluator: AlarmEvaluator, bus
         assert raw["resources"] == [state_of(event.detail.alarm_name)["AlarmArn"]]
 
 
+def test_metric_math_the_emulator_cannot_evaluate_is_refused_loudly(
+    evaluator: AlarmEvaluator, caplog: pytest.LogCaptureFixture
+) -> None:
+    boto3.client("cloudwatch").put_metric_alarm(
+        AlarmName="banded",
+        Metrics=[
+            {
+                "Id": "m",
+                "ReturnData": False,
+                "MetricStat": {
+                    "Metric": {"Namespace": NAMESPACE, "MetricName": "QueueDepth", "Dimensions": DIMS},  # type: ignore[typeddict-item]
+                    "Period": 60,
+                    "Stat": "Average",
+                },
+            },
+            {"Id": "band", "Expression": "ANOMALY_DETECTION_BAND(m, 2)", "ReturnData": True},
+        ],
+        EvaluationPeriods=1,
+        Threshold=1,
+        ComparisonOperator="GreaterThanThreshold",
+    )
+    with pytest.raises(ValueError, match="function ANOMALY_DETECTION_BAND is not supported"):
+        evaluator.wait_evaluated(["banded"], after=0.0, timeout_s=10)
+    assert "ANOMALY_DETECTION_BAND" in evaluator.refused["banded"]
+    assert any(r.levelname == "ERROR" and "banded" in r.getMessage() for r in caplog.records)
+
+
 # --- the whole flow: EMF -> alarm -> EventBridge -> the responder Lambda ---
 
 
