@@ -1,0 +1,37 @@
+"""Local-system tests: the emulated AWS account with real containers behind its SageMaker endpoints.
+
+Starting an endpoint starts real CPU vLLM engines (a minute or more), so a module deploys once and
+its tests share the account: the emulator is reset once per module here, not before every test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from devtools.emulator import MotoServer
+from devtools.local_sagemaker import LocalSageMaker, hosting
+from devtools.tiny_model import TinyModel, ensure_tiny_model
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _fresh_emulator(emulator: MotoServer) -> Iterator[MotoServer]:
+    """Every module starts from an empty account (overrides the per-test reset of tests/integration)."""
+    emulator.reset()
+    yield emulator
+
+
+@pytest.fixture(scope="session")
+def tiny_model() -> TinyModel:
+    return ensure_tiny_model(REPO / ".cache" / "tiny-model")
+
+
+@pytest.fixture(scope="module")
+def local_sagemaker(emulator: MotoServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSageMaker]:
+    """Endpoints of the project's image run real containers while the module runs (stopped after it)."""
+    with hosting(tmp_path_factory.mktemp("local-sagemaker")) as host:
+        yield host
