@@ -8,6 +8,7 @@ real ``python -m gateway serve`` with its own CPU vLLM engine. Relies on the emu
 
 from __future__ import annotations
 
+import doctest
 import json
 import threading
 import time
@@ -21,6 +22,7 @@ import pytest
 from botocore.eventstream import EventStreamBuffer
 from botocore.exceptions import ClientError, EventStreamError
 
+from devtools import local_sagemaker as local_sagemaker_module
 from devtools.emulator_extensions import sagemaker as emulated_sagemaker
 from devtools.emulator_extensions import sagemaker_runtime
 from devtools.emulator_extensions.sagemaker_runtime import payload_part, stream_error
@@ -139,6 +141,11 @@ def deployed(
 
 
 # ---------------------------------------------------------------- no engine needed
+@pytest.mark.parametrize("module", [local_sagemaker_module, sagemaker_runtime], ids=lambda m: m.__name__)
+def test_docstring_examples(module: Any) -> None:
+    assert doctest.testmod(module).failed == 0
+
+
 def test_event_stream_framing_is_what_botocore_parses() -> None:
     buffer = EventStreamBuffer()
     buffer.add_data(payload_part(b"data: {}\n\n") + stream_error("engine gone"))
