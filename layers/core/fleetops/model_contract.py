@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 ENDPOINT_NAME = "ENDPOINT_NAME"
 VARIANT_NAME = "VARIANT_NAME"
@@ -60,6 +60,8 @@ class EngineKnobs(BaseModel):
     {'SM_VLLM_MAX_NUM_SEQS': '8', 'SM_VLLM_BLOCK_SIZE': '16'}
     >>> EngineKnobs(max_num_seqs=8).engine_args()
     ['--max-num-seqs', '8']
+    >>> EngineKnobs.from_environment(EngineKnobs(block_size=32, max_num_seqs=8).environment()).block_size
+    32
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -67,13 +69,21 @@ class EngineKnobs(BaseModel):
     max_num_seqs: int | None = Field(default=None, ge=1, le=4096, description="concurrent sequences per engine")
     max_model_len: int | None = Field(default=None, ge=64, le=1_048_576, description="prompt + generation tokens")
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
-    block_size: Literal[8, 16, 32, 64, 128] | None = None
+    block_size: int | None = Field(default=None, description="KV-cache block size: 8, 16, 32, 64 or 128")
     quantization: (
         Literal["awq", "awq_marlin", "gptq", "gptq_marlin", "fp8", "bitsandbytes", "compressed-tensors"] | None
     ) = None
     kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"] | None = None
     max_num_batched_tokens: int | None = Field(default=None, ge=1)
     dtype: Literal["auto", "half", "float16", "bfloat16", "float32"] | None = None
+
+    @field_validator("block_size")
+    @classmethod
+    def _block_size(cls, value: int | None) -> int | None:
+        # An int field, not Literal[8, ...]: a Literal of ints never matches the string an environment holds.
+        if value is not None and value not in (8, 16, 32, 64, 128):
+            raise ValueError(f"block_size must be 8, 16, 32, 64 or 128, got {value}")
+        return value
 
     def _set(self) -> dict[str, object]:
         return {k: v for k, v in self.model_dump().items() if v is not None}
