@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,7 +39,7 @@ from devtools.cfn_yaml import (
     resources_of_type,
 )
 from devtools.emulator_extensions.events_lambda import Delivery, deliveries
-from devtools.lambda_dispatch import dispatch_lambdas, load_handler_module
+from devtools.lambda_dispatch import cold_start_environment, dispatch_lambdas, load_handler_module
 from devtools.remediation_stack import RemediationStack
 from devtools.state_machines import create_functions, create_role
 from fleetops.metrics import NAMESPACE
@@ -239,28 +238,6 @@ class RemediationFlow:
         )
 
 
-def _forget_handler() -> None:
-    from devtools import lambda_dispatch
-
-    # The dispatcher keeps one module per folder; dropping it makes the next load a cold start that reads
-    # this stack's environment (the handler reads its settings at import, as in Lambda).
-    lambda_dispatch._modules.pop(RESPONDER_FOLDER, None)
-
-
-@contextmanager
-def _environment(variables: Mapping[str, str]) -> Iterator[None]:
-    saved = {key: os.environ.get(key) for key in variables}
-    os.environ.update(variables)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 @contextmanager
 def remediation_flow(
     stack: RemediationStack,
@@ -305,8 +282,10 @@ def remediation_flow(
     rule_arns = create_function_rules(stack_name, RESPONDER, function_arn, parameters)
     deliveries.clear()
     evaluator = AlarmEvaluator(time_scale=time_scale)
-    with _environment(environment), dispatch_lambdas({function_name: RESPONDER_FOLDER}):
-        _forget_handler()
+    with (
+        cold_start_environment(environment, [RESPONDER_FOLDER]),
+        dispatch_lambdas({function_name: RESPONDER_FOLDER}),
+    ):
         load_handler_module(RESPONDER_FOLDER)  # the cold start, here: a bad environment fails the deployment
         flow = RemediationFlow(
             stack=stack,
@@ -328,4 +307,3 @@ def remediation_flow(
                 deliveries.idle(settle_timeout_s)
             except TimeoutError:
                 logger.exception("responder invocations still running at the end of the remediation flow")
-            _forget_handler()

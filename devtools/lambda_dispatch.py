@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +71,30 @@ def _invoke(
         response_headers["x-amz-function-error"] = "Unhandled"
         return json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc)}).encode()
     return json.dumps(result).encode()
+
+
+@contextmanager
+def cold_start_environment(variables: Mapping[str, str], folders: Iterable[str]) -> Iterator[None]:
+    """Give the functions in ``folders`` this environment, as their deployed configuration would.
+
+    Handlers read their settings at import (as in Lambda), so their cached modules are dropped on entry and
+    exit: the next invocation is a cold start with this environment. The environment is restored on exit.
+    """
+    saved = {key: os.environ.get(key) for key in variables}
+    os.environ.update(variables)
+    folders = list(folders)
+    for folder in folders:
+        _modules.pop(folder, None)
+    try:
+        yield
+    finally:
+        for folder in folders:
+            _modules.pop(folder, None)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @contextmanager

@@ -29,11 +29,12 @@ from typing import Any
 
 import boto3
 
-from devtools import emulator_extensions, lambda_dispatch
+from devtools import emulator_extensions
 from devtools import rollout_workflow as wf
 from devtools.alarms import RemediationFlow, remediation_flow
 from devtools.aws_resources import create_core_resources, create_inbox, create_table
 from devtools.emulator import ACCOUNT_ID, REGION
+from devtools.lambda_dispatch import cold_start_environment
 from devtools.local_sagemaker import LocalSageMaker, hosting, make_adapter, upload_model
 from devtools.remediation_stack import RemediationStack
 from devtools.tiny_model import TinyModel, write_truncated_vocab_model
@@ -274,38 +275,16 @@ def local_system(
     }
     environment = workflow.environment | {"MAX_NUM_SEQS": str(max_num_seqs)}  # template.yaml: RolloutValidate
     with ExitStack() as stack_of:
-        stack_of.enter_context(_workflow_environment(environment))
+        # The workflows' functions read their settings at import: a cold start with this stack's environment.
+        stack_of.enter_context(cold_start_environment(environment, wf.FUNCTIONS.values()))
         host = stack_of.enter_context(hosting(workdir / "sagemaker", metrics_interval_s=1.0, health_timeout_s=400.0))
-        system = LocalSystem(workdir, tiny, workflow, flow=None, host=host)  # type: ignore[arg-type]
-        _initial_endpoint(system.artifact("v1"), max_num_seqs)
-        wait_for("the primary InService", lambda: system.weights() and _in_service(), timeout_s=420, every_s=2)
-        system.flow = stack_of.enter_context(
-            remediation_flow(stack, STACK, parameters=parameters, time_scale=time_scale)
-        )
+        v1 = upload_artifact(workdir, tiny, "v1")
+        _initial_endpoint(v1, max_num_seqs)
+        wait_for("the primary InService", _in_service, timeout_s=420, every_s=2)
+        flow = stack_of.enter_context(remediation_flow(stack, STACK, parameters=parameters, time_scale=time_scale))
         stack_of.enter_context(wf.handlers())
-        yield system
+        yield LocalSystem(workdir, tiny, workflow, flow, host, artifacts={"v1": v1})
 
 
 def _in_service() -> bool:
     return boto3.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)["EndpointStatus"] == "InService"
-
-
-@contextmanager
-def _workflow_environment(variables: dict[str, str]) -> Iterator[None]:
-    """The workflows' functions read their settings at import, as in Lambda: fresh imports, this environment."""
-    import os
-
-    saved = {key: os.environ.get(key) for key in variables}
-    os.environ.update(variables)
-    for folder in wf.FUNCTIONS.values():
-        lambda_dispatch._modules.pop(folder, None)
-    try:
-        yield
-    finally:
-        for folder in wf.FUNCTIONS.values():
-            lambda_dispatch._modules.pop(folder, None)
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value

@@ -45,9 +45,8 @@ class RolloutOutcome:
 def healthy_rollout(system: LocalSystem, adapter: str = "seasonal_promo") -> RolloutOutcome:
     """v2 with one more adapter: canary at 50 %, analysed on real traffic, promoted to the primary variant."""
     url = system.artifact("v2", adapters=system.extra_adapter(adapter, seed=21))
-    request = system.rollout_request(
-        "v2", "v2", url, model={**system.rollout_request("v2", "v2", url)["model"], "adapters": _lora(system, adapter)}
-    )
+    request = system.rollout_request("v2", "v2", url)
+    request["model"]["adapters"] = {name: f"adapters/{name}" for name in [*system.tiny.adapters, adapter]}
     outcome = RolloutOutcome(execution={})
     with traffic(system, english) as answers:
         execution = wf.start(system.workflow.rollout_arn, request, name="v2")
@@ -61,10 +60,6 @@ def healthy_rollout(system: LocalSystem, adapter: str = "seasonal_promo") -> Rol
         outcome.during_canary = list(answers)
     outcome.after = [system.invoke(q) for q in ENGLISH]
     return outcome
-
-
-def _lora(system: LocalSystem, extra: str) -> dict[str, str]:
-    return {name: f"adapters/{name}" for name in [*system.tiny.adapters, extra]}
 
 
 @dataclass

@@ -22,6 +22,16 @@ from tests.integration.workflows.conftest import HEALTHY, rollout_request
 OLD_CONFIG = "manga-chat-v6-config"
 NEW_CONFIG = "manga-chat-v7-canary"
 POINTER = f"{wf.POINTER_PREFIX}/{wf.ENDPOINT}"
+#: What the alarm responder sends on a canary alarm (fleetops.aws.rollback_workflow): no target, abort_only.
+RESPONDER_ROLLBACK = {
+    "endpoint_name": wf.ENDPOINT,
+    "rollback_id": "oom-canary-1",
+    "canary_variant_name": "canary",
+    "abort_only": True,
+    "reason": "OomCaught on the canary",
+    "requested_by": "alarm_responder",
+    "in_service": {"first_wait_seconds": 1, "max_wait_seconds": 1, "timeout_seconds": 10},
+}
 
 
 def mid_rollout(canary_weight: float = 25.0) -> None:
@@ -164,16 +174,7 @@ def test_the_responders_rollback_aborts_the_rollout_in_flight_and_never_undoes_a
     }
     boto3.client("ssm").put_parameter(Name=POINTER, Value=json.dumps(live), Type="String", Overwrite=True)
     mid_rollout()  # v7 canary at 25 %, not promoted: the pointer still names v6's config
-    # What the alarm responder sends (fleetops.aws.rollback_workflow): no target, abort_only.
-    request = {
-        "endpoint_name": wf.ENDPOINT,
-        "rollback_id": "oom-canary-1",
-        "canary_variant_name": "canary",
-        "abort_only": True,
-        "reason": "OomCaught on the canary",
-        "requested_by": "alarm_responder",
-        "in_service": {"first_wait_seconds": 1, "max_wait_seconds": 1, "timeout_seconds": 10},
-    }
+    request = RESPONDER_ROLLBACK
 
     first = wf.wait(wf.start(rollout.rollback_arn, request, name="oom-canary-1"), timeout_s=60)
     assert first["status"] == "SUCCEEDED", first
@@ -202,16 +203,7 @@ def test_a_rollback_aborts_a_running_rollout_that_holds_the_lease(rollout: wf.Ro
     assert lease.execution_arn == execution and lease.return_config == OLD_CONFIG
     assert wf.canary_weight() == 25.0
 
-    abort = {
-        "endpoint_name": wf.ENDPOINT,
-        "rollback_id": "oom-canary-1",
-        "canary_variant_name": "canary",
-        "abort_only": True,
-        "reason": "OomCaught on the canary",
-        "requested_by": "alarm_responder",
-        "in_service": {"first_wait_seconds": 1, "max_wait_seconds": 1, "timeout_seconds": 10},
-    }
-    result = wf.wait(wf.start(rollout.rollback_arn, abort, name="oom-canary-1"), timeout_s=60)
+    result = wf.wait(wf.start(rollout.rollback_arn, RESPONDER_ROLLBACK, name="oom-canary-1"), timeout_s=60)
 
     assert result["status"] == "SUCCEEDED", result
     history = wf.state_history(result["executionArn"])
