@@ -264,6 +264,7 @@ class Container:
     model_dir: Path | None = None
     process: Process | None = None
     process_env: dict[str, str] = field(default_factory=dict)
+    cpu: int | None = None
     healthy_at: float | None = None
     failure: str | None = None
     stopping: bool = False
@@ -588,6 +589,7 @@ class LocalSageMaker:
                 return
             container.model_dir = model_dir
             container.port, container.engine_port = free_port(), free_port()
+            container.cpu = self._least_used_cpu()
             container.process_env = self._process_env(container)
             command = [sys.executable, "-m", "gateway", "serve"]
             container.process = _spawn(command, container.process_env, container.log_dir, container.name)
@@ -605,7 +607,18 @@ class LocalSageMaker:
             "BIND_HOST": "127.0.0.1",
             "ENGINE_PORT": str(container.engine_port),
         }
-        return {**inherited, **self.host_env, **container.environment, **platform}
+        # An instance has CPUs of its own: the engine's compute threads get a core no other running container
+        # has (while there are enough). vLLM would bind every engine to the same core, where an idle engine's
+        # busy-polling worker starves a starting engine's worker on this 2-core machine.
+        own_cpu = {"VLLM_CPU_OMP_THREADS_BIND": str(container.cpu)} if container.cpu is not None else {}
+        return {**inherited, **own_cpu, **self.host_env, **container.environment, **platform}
+
+    def _least_used_cpu(self) -> int | None:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            return None
+        used = [c.cpu for c in self._containers if c.cpu is not None and c.process is not None and c.alive()]
+        return min(cpus, key=lambda cpu: (used.count(cpu), cpu))
 
     def _commit(self, launch: _Launch) -> None:
         with self._lock:

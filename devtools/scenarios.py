@@ -12,6 +12,7 @@ import boto3
 
 from devtools import rollout_workflow as wf
 from devtools.local_system import CANARY, ENDPOINT, PRIMARY, Answer, LocalSystem, traffic, wait_for
+from devtools.state_machines import state_history
 from fleetops.aws.lease import EndpointLease
 
 ENGLISH = (
@@ -102,13 +103,12 @@ def broken_canary(system: LocalSystem) -> BrokenCanaryOutcome:
         at_zero = time.monotonic()
         rollout = wf.wait(execution, timeout_s=120)
         sfn = boto3.client("stepfunctions")
+        # Several of the canary's alarms fire, each starts a rollback: wait until none is running.
         rollbacks = wait_for(
-            "the rollback to finish",
-            lambda: [
-                e
-                for e in sfn.list_executions(stateMachineArn=system.workflow.rollback_arn)["executions"]
-                if e["status"] != "RUNNING"
-            ],
+            "the rollbacks to finish",
+            lambda: (found := sfn.list_executions(stateMachineArn=system.workflow.rollback_arn)["executions"])
+            and all(e["status"] != "RUNNING" for e in found)
+            and found,
             timeout_s=300,
         )
     first_bad = min(
@@ -117,7 +117,10 @@ def broken_canary(system: LocalSystem) -> BrokenCanaryOutcome:
     described = boto3.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)
     return BrokenCanaryOutcome(
         rollout=rollout,
-        rollbacks=[dict(sfn.describe_execution(executionArn=e["executionArn"])) for e in rollbacks],
+        rollbacks=[
+            dict(sfn.describe_execution(executionArn=e["executionArn"])) | {"states": state_history(e["executionArn"])}
+            for e in rollbacks
+        ],
         answers=list(answers),
         lease_holder_before=lease.holder if lease else None,
         detect_to_weight0_s=None if first_bad is None else at_zero - first_bad,

@@ -1,7 +1,8 @@
 """Rollback, every pass of its loop: look at the endpoint and return the next safe action.
 
 Event: ``{"request": <rollback input>, "attempt": n, "now": <state entered time>}``. Returns one of
-``wait``, ``zero_canary``, ``restore_config``, ``finish`` with what the state machine needs to do it.
+``wait``, ``zero_canary``, ``restore_config``, ``finish`` with what the state machine needs to do it, or
+``join`` when another rollback of the endpoint is at work.
 """
 
 from __future__ import annotations

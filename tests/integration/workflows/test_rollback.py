@@ -160,6 +160,22 @@ def test_rollback_refuses_while_another_writer_holds_the_lease(rollout: wf.Rollo
     assert wait_in_service()["EndpointConfigName"] == NEW_CONFIG
 
 
+def test_a_rollback_joins_the_rollback_already_at_work_and_changes_nothing(rollout: wf.RolloutWorkflow) -> None:
+    """A broken canary trips several alarms; each starts a rollback. The on-call gets one rollback, not
+    one success and a "Rollback FAILED" page per other alarm."""
+    mid_rollout()
+    assert EndpointLease(rollout.lease_table).acquire(wf.ENDPOINT, "rollback/oom-canary-1", 600, datetime.now(UTC))
+    second = {**RESPONDER_ROLLBACK, "rollback_id": "breaker-canary-2"}
+
+    result = wf.wait(wf.start(rollout.rollback_arn, second, name="breaker-canary-2"), timeout_s=30)
+
+    assert result["status"] == "SUCCEEDED", result
+    assert wf.state_history(result["executionArn"])[-1] == "AlreadyRollingBack"
+    assert wait_in_service()["EndpointConfigName"] == NEW_CONFIG  # left to the rollback at work
+    assert EndpointLease(rollout.lease_table).current(wf.ENDPOINT).holder == "rollback/oom-canary-1"  # type: ignore[union-attr]
+    assert wf.notifications(rollout) == []
+
+
 def test_the_responders_rollback_aborts_the_rollout_in_flight_and_never_undoes_a_promotion(
     rollout: wf.RolloutWorkflow,
 ) -> None:

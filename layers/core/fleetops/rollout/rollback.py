@@ -17,7 +17,8 @@ from fleetops.rollout.plan import ROLLOUT_LEASE_PREFIX, EndpointSnapshot, InServ
 if TYPE_CHECKING:
     from fleetops.aws.lease import LeaseInfo
 
-Action = Literal["wait", "zero_canary", "restore_config", "finish"]
+Action = Literal["wait", "zero_canary", "restore_config", "finish", "join"]
+ROLLBACK_LEASE_PREFIX = "rollback/"
 
 
 class RollbackInputError(ValueError):
@@ -130,6 +131,26 @@ def rollout_to_abort(request: RollbackRequest, lease: LeaseInfo | None, now: dat
     return lease if lease.holder.startswith(ROLLOUT_LEASE_PREFIX) else None
 
 
+def rollback_in_progress(request: RollbackRequest, lease: LeaseInfo | None, now: datetime) -> LeaseInfo | None:
+    """The live lease of another rollback of this endpoint, which this one joins instead of competing with.
+
+    Examples
+    --------
+    >>> from fleetops.aws.lease import LeaseInfo
+    >>> lease = LeaseInfo("e", "rollback/breaker-trips-e-1", 2_000_000_000)
+    >>> rollback_in_progress(RollbackRequest(endpoint_name="e", rollback_id="engine-restarts-e-2"), lease,
+    ...                      datetime.now()).holder
+    'rollback/breaker-trips-e-1'
+    >>> rollback_in_progress(RollbackRequest(endpoint_name="e", rollback_id="breaker-trips-e-1"), lease,
+    ...                      datetime.now()) is None
+    True
+    """
+    if request.lease_holder or lease is None or lease.expires_at < int(now.timestamp()):
+        return None
+    mine = f"{ROLLBACK_LEASE_PREFIX}{request.rollback_id}"
+    return lease if lease.holder.startswith(ROLLBACK_LEASE_PREFIX) and lease.holder != mine else None
+
+
 def next_step(
     request: RollbackRequest,
     endpoint: EndpointSnapshot,
@@ -138,8 +159,12 @@ def next_step(
     now: datetime,
     pointer_parameter: str = "",
     abort: LeaseInfo | None = None,
+    joins: LeaseInfo | None = None,
 ) -> RollbackStep:
     """Decide the next rollback action from the endpoint as it is now.
+
+    ``joins``: another rollback's live lease. A broken canary trips several alarms at once and each starts a
+    rollback; the first does the work and the others ``join`` it, ending at once without touching anything.
 
     Examples
     --------
@@ -153,7 +178,7 @@ def next_step(
     'finish'
     """
     now_epoch = int(now.timestamp())
-    holder = request.lease_holder or f"rollback/{request.rollback_id}"
+    holder = request.lease_holder or f"{ROLLBACK_LEASE_PREFIX}{request.rollback_id}"
     common: dict[str, Any] = {
         "rollback_id": request.rollback_id,
         "reason": request.reason,
@@ -174,6 +199,8 @@ def next_step(
         "pointer_json": pointer_json,
         "lease_restore_pointer": pointer_json or "",
     }
+    if joins is not None:
+        return RollbackStep(action="join", note=f"{joins.holder} is already rolling back this endpoint", **common)
     if endpoint.status != "InService":
         waits = request.in_service.waits()
         if request.attempt >= len(waits):
@@ -214,7 +241,10 @@ def plan_rollback(
     parameter = f"{pointer_prefix.rstrip('/')}/{request.endpoint_name}"
     endpoint = read_endpoint(request.endpoint_name)
     lease = read_lease(request.endpoint_name) if read_lease else None
-    holder = request.lease_holder or f"rollback/{request.rollback_id}"
+    holder = request.lease_holder or f"{ROLLBACK_LEASE_PREFIX}{request.rollback_id}"
+    running = rollback_in_progress(request, lease, now)
+    if running is not None:
+        return next_step(request, endpoint, endpoint.endpoint_config_name, None, now, parameter, joins=running)
     abort = rollout_to_abort(request, lease, now)
     if (
         request.target_endpoint_config_name is None

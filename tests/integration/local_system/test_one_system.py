@@ -1,0 +1,128 @@
+"""WORK IN PROGRESS, not collected (the file name does not start with ``test_``): the first run of the broken
+canary scenario exceeded pytest's 300 s timeout while two engines started on a busy 2-core machine; the
+scenarios have not passed yet. Rename to ``test_one_system.py`` once they pass (they need ``timeout(1200)``).
+
+One system: the real workflows, handlers, templates' alarms and container, end to end on the emulator.
+
+Nothing here writes a CloudWatch datapoint or an alarm event: metrics are the EMF lines the real gateways
+printed, shipped to the emulated CloudWatch Logs; the alarms are the templates'; their state changes reach
+the real responder through the template's EventBridge rule. Emulated by this project (devtools/): SageMaker
+hosting that runs the container per variant, UpdateEndpoint, EMF extraction, alarm evaluation (time runs
+``TIME_SCALE`` times faster), EventBridge -> Lambda, Lambda's runtime. No GPU: a CUDA OOM cannot happen here;
+the broken canary is a real one (its engine core dies on real prompts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+from devtools import rollout_workflow as wf
+from devtools.emulator import MotoServer
+from devtools.local_system import CANARY, ENDPOINT, PRIMARY, LocalSystem, local_system, wait_for
+from devtools.scenarios import broken_canary, healthy_rollout, queue_build_up
+from devtools.tiny_model import TinyModel
+from fleetops.metrics import NAMESPACE, Dimension, MetricName
+
+pytestmark = [pytest.mark.container, pytest.mark.timeout(1200)]
+
+
+@pytest.fixture
+def system(emulator: MotoServer, tiny_model: TinyModel, tmp_path: Path) -> Iterator[LocalSystem]:
+    emulator.reset()
+    with local_system(tmp_path / "system", tiny_model) as deployed:
+        yield deployed
+
+
+def emitted(variant: str, metric: MetricName) -> float:
+    """Sum of what the gateways of ``variant`` emitted for ``metric`` (read back from CloudWatch)."""
+    stats = boto3.client("cloudwatch").get_metric_statistics(
+        Namespace=NAMESPACE,
+        MetricName=metric.value,
+        Dimensions=[
+            {"Name": Dimension.ENDPOINT.value, "Value": ENDPOINT},
+            {"Name": Dimension.VARIANT.value, "Value": variant},
+        ],
+        StartTime="2026-01-01T00:00:00Z",
+        EndTime="2100-01-01T00:00:00Z",
+        Period=86400 * 30,
+        Statistics=["Sum", "SampleCount"],
+    )["Datapoints"]
+    return sum(d["Sum"] for d in stats)
+
+
+def test_a_new_version_with_a_new_adapter_rolls_out_on_real_traffic(system: LocalSystem) -> None:
+    outcome = healthy_rollout(system, adapter="seasonal_promo")
+
+    assert outcome.execution["status"] == "SUCCEEDED", outcome.execution
+    # During the canary: answers routed to it name v2 and can use the adapter only it serves.
+    assert {a.version for a in outcome.on_canary} == {"v2"}, outcome.on_canary
+    assert outcome.on_canary[-1].body["backend"]["adapter"] == "seasonal_promo"
+    assert outcome.on_primary_with_new_adapter is not None and outcome.on_primary_with_new_adapter.status == 400
+    assert {a.version for a in outcome.during_canary if a.variant == CANARY} == {"v2"}
+    assert {a.version for a in outcome.during_canary if a.variant == PRIMARY} <= {"v1", "v2"}
+    # The analysis passed on what the canary's gateway emitted.
+    assert emitted(CANARY, MetricName.REQUESTS) >= 5
+    # After promotion every answer names v2, served by the primary variant, whose container reports as primary.
+    assert {(a.variant, a.version) for a in outcome.after} == {(PRIMARY, "v2")}, outcome.after
+    [container] = system.host.containers(ENDPOINT, PRIMARY)
+    assert container.environment["VARIANT_NAME"] == PRIMARY and container.environment["MODEL_VERSION"] == "v2"
+    before = emitted(PRIMARY, MetricName.REQUESTS)
+    for _ in range(3):
+        system.invoke("Where is my order?")
+    wait_for("the promoted container's metrics", lambda: emitted(PRIMARY, MetricName.REQUESTS) >= before + 3, 60)
+
+
+def test_a_broken_canary_is_rolled_back_by_its_alarm_while_the_rollout_holds_the_lease(system: LocalSystem) -> None:
+    outcome = broken_canary(system)
+
+    assert outcome.lease_holder_before == "canary_rollout/v2-broken"
+    # Users got a normal answer or the documented fallback throughout.
+    assert all(a.controlled for a in outcome.answers), [a for a in outcome.answers if not a.controlled][:3]
+    assert any(a.fallback for a in outcome.answers if a.variant == CANARY)
+    # The canary's own metrics breached its alarm; the responder's rollback took the lease and aborted the rollout.
+    assert emitted(CANARY, MetricName.BREAKER_TRIPS) > 0
+    assert outcome.rollout["status"] == "ABORTED", outcome.rollout
+    # One rollback did the work; the other alarms' rollbacks joined it (one page for the on-call, not several).
+    assert all(r["status"] == "SUCCEEDED" for r in outcome.rollbacks), [
+        {k: r.get(k) for k in ("name", "error", "cause", "states")} for r in outcome.rollbacks
+    ]
+    [rollback] = [r for r in outcome.rollbacks if "AlreadyRollingBack" not in r["states"]]
+    assert "StopRollout" in rollback["states"] and "alarm_responder" in rollback["input"]
+    assert outcome.weights_after.get(CANARY, 0.0) == 0.0
+    wait_for(
+        "the endpoint back on v1",
+        lambda: (
+            boto3.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)["EndpointConfigName"]
+            == f"{ENDPOINT}-v1-config"
+        ),
+        300,
+    )
+    assert outcome.detect_to_weight0_s is not None
+
+
+def test_queue_build_up_from_real_load_raises_capacity_through_the_responder(system: LocalSystem) -> None:
+    outcome = queue_build_up(system)
+
+    assert outcome.min_capacity_after > outcome.min_capacity_before
+    assert emitted(PRIMARY, MetricName.QUEUE_DEPTH) > 0
+    assert all(a.controlled for a in outcome.answers), [a for a in outcome.answers if not a.controlled][:3]
+
+
+def test_a_model_whose_environment_breaks_the_contract_is_rolled_back_before_any_user_sees_it(
+    system: LocalSystem,
+) -> None:
+    url = system.artifacts["v1"]
+    request = system.rollout_request("v2-ghost", "v2", url)
+    request["model"]["adapters"] = {"ghost": "adapters/ghost"}  # not in the artifact: the container exits 1
+
+    result = wf.wait(wf.start(system.workflow.rollout_arn, request, name="v2-ghost"), timeout_s=600)
+
+    assert result["status"] == "FAILED" and result["error"] == "RolledBack", result
+    assert "EndpointUpdateFailed" in result["cause"] and "ghost" in result["cause"], result["cause"]
+    described = boto3.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)
+    assert described["EndpointConfigName"] == f"{ENDPOINT}-v1-config"
+    assert {a.version for a in (system.invoke("Where is my order?") for _ in range(3))} == {"v1"}
