@@ -106,9 +106,11 @@ def broken_canary(system: LocalSystem) -> BrokenCanaryOutcome:
         # Several of the canary's alarms fire, each starts a rollback: wait until none is running.
         rollbacks = wait_for(
             "the rollbacks to finish",
-            lambda: (found := sfn.list_executions(stateMachineArn=system.workflow.rollback_arn)["executions"])
-            and all(e["status"] != "RUNNING" for e in found)
-            and found,
+            lambda: (
+                (found := sfn.list_executions(stateMachineArn=system.workflow.rollback_arn)["executions"])
+                and all(e["status"] != "RUNNING" for e in found)
+                and found
+            ),
             timeout_s=300,
         )
     first_bad = min(
