@@ -30,7 +30,7 @@ def run() -> dict[str, float]:
     tiny = ensure_tiny_model(REPO / ".cache" / "tiny-model")
     results: dict[str, float] = {"time_scale": TIME_SCALE}
     with moto_server() as emulator, tempfile.TemporaryDirectory() as tmp:
-        with local_system(Path(tmp) / "queue", tiny) as system:
+        with local_system(Path(tmp) / "queue", tiny, max_num_seqs=1) as system:  # a small primary, as in the test
             queue = queue_build_up(system)
         results["alarm_to_capacity_s"] = round(queue.load_to_capacity_s, 2)
         results["min_capacity_raised_by"] = queue.min_capacity_after - queue.min_capacity_before

@@ -1,4 +1,4 @@
-"""Demo part 4: the GPU data plane container, run locally on the CPU.
+"""Demo part 4: the GPU data plane container on its own, run locally on the CPU.
 
 Starts the container's entrypoint (``python -m gateway serve``) the way SageMaker does: it starts and
 supervises a real vLLM engine (a tiny generated Llama with three LoRA adapters, on the CPU), warms

@@ -1,4 +1,4 @@
-"""Demo part 1: release-calendar pre-scaling through the real prescale handler on emulated AWS."""
+"""Demo part 2: release-calendar pre-scaling through the real prescale handler on emulated AWS."""
 
 from __future__ import annotations
 

@@ -24,9 +24,10 @@ What is emulated, as SageMaker does it:
   over the emulator's HTTP API and unpacked into a folder that stands for ``/opt/ml/model``
   (``MODEL_DIR``; cached by URL and ETag). **One process stands for all of a variant's instances**
   (``InstanceType`` and counts are not emulated), and each owns its supervised vLLM engine, as the
-  real image does. A variant whose model, image, artifact, environment and instance type did not
-  change keeps its running container across an UpdateEndpoint (SageMaker's blue/green would
-  provision a new fleet; here that would only double the CPU engines).
+  real image does; it runs pinned to a CPU core no other running container has (while the machine
+  has enough), as an instance has CPUs of its own. A variant whose model, image, artifact, environment
+  and instance type did not change keeps its running container across an UpdateEndpoint (SageMaker's
+  blue/green would provision a new fleet; here that would only double the CPU engines).
 - **Status.** ``Creating``/``Updating`` until every new container answers ``GET /ping`` 200, then
   ``InService`` (an update also waits ``sagemaker.behaviour.update_seconds``). A new container that
   exits, cannot get its artifact, or is not healthy within ``health_timeout_s`` fails a new endpoint
@@ -592,7 +593,8 @@ class LocalSageMaker:
             container.cpu = self._least_used_cpu()
             container.process_env = self._process_env(container)
             command = [sys.executable, "-m", "gateway", "serve"]
-            container.process = _spawn(command, container.process_env, container.log_dir, container.name)
+            cpus = {container.cpu} if container.cpu is not None else None
+            container.process = _spawn(command, container.process_env, container.log_dir, container.name, cpus)
 
     def _process_env(self, container: Container) -> dict[str, str]:
         inherited = {
@@ -607,9 +609,11 @@ class LocalSageMaker:
             "BIND_HOST": "127.0.0.1",
             "ENGINE_PORT": str(container.engine_port),
         }
-        # An instance has CPUs of its own: the engine's compute threads get a core no other running container
-        # has (while there are enough). vLLM would bind every engine to the same core, where an idle engine's
-        # busy-polling worker starves a starting engine's worker on this 2-core machine.
+        # An instance has CPUs of its own: the container (gateway and engine) runs on a core no other running
+        # container has, while there are enough. Unpinned, vLLM binds every engine's compute threads to the same
+        # core, and its busy-polling processes (worker and engine core spin while they wait for each other) took
+        # both cores of this machine: a starting engine's worker got no CPU at all, and users' requests could not
+        # even be sent fast enough to form a queue.
         own_cpu = {"VLLM_CPU_OMP_THREADS_BIND": str(container.cpu)} if container.cpu is not None else {}
         return {**inherited, **own_cpu, **self.host_env, **container.environment, **platform}
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from botocore.config import Config
 
 from devtools import emulator_extensions
 from devtools import rollout_workflow as wf
@@ -83,6 +84,11 @@ class Answer:
         return any(c.get("finish_reason") == "fallback" for c in self.body.get("choices", []))
 
     @property
+    def deadline_exceeded(self) -> bool:
+        """The gateway's documented answer to a request it could not finish in time (504, before SageMaker's 60 s)."""
+        return self.status == 504 and "deadline_exceeded" in self.error
+
+    @property
     def controlled(self) -> bool:
         """A normal answer or the documented fallback: what users may see, even from a broken canary."""
         return self.status == 200 and bool(self.body.get("choices"))
@@ -114,10 +120,18 @@ class LocalSystem:
     flow: RemediationFlow
     host: LocalSageMaker
     artifacts: dict[str, str] = field(default_factory=dict)
+    #: One client for all users' threads (a client per call would make the client side the bottleneck):
+    #: no retries, and SageMaker's 60 s invocation limit plus a margin.
+    runtime: Any = field(
+        default_factory=lambda: boto3.client(
+            "sagemaker-runtime",
+            config=Config(max_pool_connections=128, read_timeout=70, retries={"mode": "standard", "max_attempts": 1}),
+        )
+    )
 
     def invoke(self, question: str, *, target_variant: str | None = None, **fields: Any) -> Answer:
-        """Ask the endpoint through the emulated SageMaker runtime, as the store's backend does."""
-        runtime = boto3.client("sagemaker-runtime")
+        """Ask the endpoint through the emulated SageMaker runtime, as the store's backend does (thread-safe)."""
+        runtime = self.runtime
         body = {"messages": [{"role": "user", "content": question}], "max_tokens": 16, **fields}
         extra = {"TargetVariant": target_variant} if target_variant else {}
         sent = time.monotonic()

@@ -11,6 +11,7 @@ from typing import Any
 import boto3
 
 from devtools import rollout_workflow as wf
+from devtools.emulator_extensions.events_lambda import Delivery
 from devtools.local_system import CANARY, ENDPOINT, PRIMARY, Answer, LocalSystem, traffic, wait_for
 from devtools.state_machines import state_history
 from fleetops.aws.lease import EndpointLease
@@ -78,17 +79,17 @@ def _bad_on_canary(answer: Answer) -> bool:
     return answer.variant == CANARY and (answer.fallback or not answer.controlled)
 
 
-def broken_canary(system: LocalSystem) -> BrokenCanaryOutcome:
+def broken_canary(system: LocalSystem, rollout_id: str = "v2-broken") -> BrokenCanaryOutcome:
     """A canary whose export lost the Japanese tokens, while the rollout waits for approval at 50 %.
 
     The bake sees English traffic only and passes; then Japanese readers arrive, the canary's engine core
     dies on their prompts, the gateway answers with its fallback and restarts the engine, the canary's alarms
     breach, the responder starts the rollback, which takes the rollout's lease and aborts it.
     """
-    url = system.artifact("v2-broken", broken=True)
-    request = system.rollout_request("v2-broken", "v2-broken", url, approval_steps=[50])
+    url = system.artifact(rollout_id, broken=True)
+    request = system.rollout_request(rollout_id, rollout_id, url, approval_steps=[50])
     with traffic(system, english):
-        execution = wf.start(system.workflow.rollout_arn, request, name="v2-broken")
+        execution = wf.start(system.workflow.rollout_arn, request, name=rollout_id)
         wf.approval_link(system.workflow, "approve", execution, timeout_s=600)
     lease = EndpointLease(system.workflow.lease_table).current(ENDPOINT)
     with traffic(system, evening, every_s=0.1) as answers:
@@ -137,22 +138,25 @@ class QueueOutcome:
     min_capacity_after: int
     load_to_capacity_s: float
     answers: list[Answer]
+    handled: Delivery
 
 
-def queue_build_up(system: LocalSystem, concurrent: int = 48, max_tokens: int = 96) -> QueueOutcome:
-    """Real load on a small primary (max_num_seqs from the stack): requests queue in vLLM, the queue-depth
-    alarm breaches on what the gateway emitted, and the responder raises MinCapacity."""
+def queue_build_up(system: LocalSystem, users: int = 80, max_tokens: int = 256) -> QueueOutcome:
+    """A burst of ``users`` asking for long answers at once on a small primary (the stack's ``max_num_seqs``):
+    more than the queue-depth alarm's 50 wait in vLLM's scheduler, the alarm breaches on what the gateway
+    emitted, and the responder raises MinCapacity. Answers the queue holds past the gateway's deadline get its
+    documented 504, the reason capacity must come before the next burst.
+
+    On this CPU the tiny model is quicker than vLLM's HTTP front end, so a queue forms in the scheduler only
+    when each request is long and few run at once: run it on ``local_system(max_num_seqs=1)``.
+    """
     before = system.min_capacity()
+    alarm = system.flow.alarm("queue-depth", PRIMARY)
     started = time.monotonic()
-    questions = [english(i) for i in range(concurrent * 3)]
-    with ThreadPoolExecutor(max_workers=concurrent) as pool:
-        futures = [pool.submit(system.invoke, q, max_tokens=max_tokens) for q in questions]
-        after = wait_for(
-            "MinCapacity raised",
-            lambda: system.min_capacity() > before and system.min_capacity(),
-            timeout_s=300,
-            every_s=0.5,
-        )
+    with ThreadPoolExecutor(max_workers=users) as pool:
+        futures = [pool.submit(system.invoke, english(i), max_tokens=max_tokens) for i in range(users)]
+        handled = system.flow.handled(alarm, "ALARM", timeout_s=300)
+        after = wait_for("MinCapacity raised", lambda: system.min_capacity() > before and system.min_capacity(), 60)
         raised_at = time.monotonic()
         answers = [f.result(timeout=300) for f in futures]
-    return QueueOutcome(before, int(after), raised_at - started, answers)
+    return QueueOutcome(before, int(after), raised_at - started, answers, handled)

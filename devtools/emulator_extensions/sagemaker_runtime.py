@@ -56,6 +56,9 @@ class Behaviour:
 
 
 behaviour = Behaviour()
+#: One pooled client for every invocation: a client per call builds an SSL context each time, which under load
+#: made this emulator, not the containers, the bottleneck. Thread-safe; the timeout is set per request.
+_containers = httpx.Client(limits=httpx.Limits(max_connections=512, max_keepalive_connections=64))
 
 
 # ---------------------------------------------------------------- AWS event-stream framing
@@ -235,7 +238,7 @@ def _unreachable(target: _Target, exc: Exception) -> Response:
 def invoke(target: _Target, request: Request) -> Response:
     """``InvokeEndpoint`` against the variant's container."""
     try:
-        answer = httpx.post(
+        answer = _containers.post(
             f"{target.url}/invocations",
             content=request.get_data(),
             headers=_container_headers(request, "Accept"),
@@ -252,26 +255,24 @@ def invoke(target: _Target, request: Request) -> Response:
 
 def invoke_with_response_stream(target: _Target, request: Request) -> Response:
     """``InvokeEndpointWithResponseStream``: the container's body relayed as ``PayloadPart`` events."""
-    client = httpx.Client(timeout=httpx.Timeout(behaviour.invocation_timeout_s, connect=5.0))
     try:
-        upstream = client.send(
-            client.build_request(
+        upstream = _containers.send(
+            _containers.build_request(
                 "POST",
                 f"{target.url}/invocations",
                 content=request.get_data(),
                 headers=_container_headers(request, "X-Amzn-SageMaker-Accept"),
+                timeout=httpx.Timeout(behaviour.invocation_timeout_s, connect=5.0),
             ),
             stream=True,
         )
     except httpx.TimeoutException:
-        client.close()
         return _timeout_error(target)
     except httpx.HTTPError as exc:
-        client.close()
         return _unreachable(target, exc)
     if not upstream.is_success:
         content = upstream.read()
-        client.close()
+        upstream.close()
         return _model_error(target, upstream.status_code, content)
 
     def events() -> Iterator[bytes]:
@@ -283,7 +284,6 @@ def invoke_with_response_stream(target: _Target, request: Request) -> Response:
             yield stream_error(f"The container of variant {target.variant} broke the stream: {exc!r}")
         finally:
             upstream.close()
-            client.close()
 
     headers = _answer_headers(target, upstream, "X-Amzn-SageMaker-Content-Type")
     return Response(events(), 200, headers, content_type="application/vnd.amazon.eventstream")

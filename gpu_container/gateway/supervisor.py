@@ -23,6 +23,7 @@ import httpx
 
 from fleetops.metrics import MetricName
 from fleetops.model_contract import EngineKnobs
+from gateway.upstream import ENGINE_KEEPALIVE_S
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -152,7 +153,8 @@ class EngineSupervisor(Engine):
         self.client = client
         self.metrics = metrics
         self.on_ready = on_ready
-        self.env = {**os.environ, **(env or {})}
+        keep_alive = {"VLLM_HTTP_TIMEOUT_KEEP_ALIVE": str(ENGINE_KEEPALIVE_S)}  # outlasts the gateway's pool
+        self.env = {**keep_alive, **os.environ, **(env or {})}
         self.state = EngineState.STARTING
         self.restarts = 0
         self.failed_starts = 0

@@ -15,6 +15,15 @@ import aiohttp
 #: Any failure to reach the engine or to read its answer (refused, reset, cut mid-body).
 UpstreamError = (aiohttp.ClientError, ConnectionError)
 
+#: How long a new connection to the engine (the pool's wait included) may take.
+CONNECT_TIMEOUT_S = 2.0
+#: How long the gateway reuses an idle connection to the engine.
+KEEPALIVE_S = 60
+#: How long the engine keeps one open (``VLLM_HTTP_TIMEOUT_KEEP_ALIVE``, 5 s by default). It must outlast the
+#: gateway's, as a load balancer's backend must: otherwise a request sent on a connection the engine is closing
+#: fails with "server disconnected" and counts as an engine failure (seen under load on a busy host).
+ENGINE_KEEPALIVE_S = KEEPALIVE_S + 15
+
 
 @dataclass
 class UpstreamResponse:
@@ -48,7 +57,9 @@ class Upstream:
         self._session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
-        connector = aiohttp.TCPConnector(limit=self.max_connections, keepalive_timeout=60, enable_cleanup_closed=True)
+        connector = aiohttp.TCPConnector(
+            limit=self.max_connections, keepalive_timeout=KEEPALIVE_S, enable_cleanup_closed=True
+        )
         self._session = aiohttp.ClientSession(
             connector=connector, auto_decompress=False, skip_auto_headers=["User-Agent"]
         )
@@ -72,11 +83,16 @@ class Upstream:
         ------
         TimeoutError
             Past ``timeout_s`` (the whole exchange, body included).
-        aiohttp.ClientError
-            The engine cannot be reached or broke the connection.
+        aiohttp.ClientError, ConnectionError
+            The engine cannot be reached (in ``CONNECT_TIMEOUT_S``) or broke the connection.
         """
-        timeout = aiohttp.ClientTimeout(total=timeout_s, connect=2.0)
-        response = await self.session.request(method, url, data=body, headers=headers, timeout=timeout)
+        timeout = aiohttp.ClientTimeout(total=timeout_s, connect=CONNECT_TIMEOUT_S)
+        try:
+            response = await self.session.request(method, url, data=body, headers=headers, timeout=timeout)
+        except aiohttp.ConnectionTimeoutError as exc:
+            # Also a TimeoutError, but the engine is out of reach, not the request out of time: it must take the
+            # engine-failure path (retry, fallback), never be answered as "deadline exceeded" seconds into it.
+            raise ConnectionError(f"engine did not take the connection within {CONNECT_TIMEOUT_S:g} s") from exc
         return UpstreamResponse(response.status, dict(response.headers), response)
 
     async def post_json(self, url: str, body: bytes, timeout_s: float) -> tuple[int, bytes]:

@@ -20,6 +20,7 @@ import pytest
 
 from devtools.local_serving import GatewayHandle, engine_pids, engine_totals, sse_data, start_gateway
 from devtools.tiny_model import TinyModel
+from gateway.upstream import KEEPALIVE_S
 
 pytestmark = pytest.mark.container
 
@@ -90,6 +91,16 @@ def test_the_models_engine_knobs_reach_the_engine(owned: GatewayHandle) -> None:
 
     assert args[args.index("--max-num-seqs") + 1] == "8"  # SM_VLLM_MAX_NUM_SEQS
     assert args[args.index("--max-model-len") + 1] == "2048"  # gateway.yaml's engine section
+
+
+def test_the_engine_keeps_idle_connections_longer_than_the_gateway_reuses_them(owned: GatewayHandle) -> None:
+    """Otherwise, under load, the gateway sends on a connection the engine is closing and trips its breaker."""
+    assert owned.engine_port is not None
+    (engine_pid,) = engine_pids(owned.engine_port)
+
+    environ = dict(v.split("=", 1) for v in Path(f"/proc/{engine_pid}/environ").read_bytes().decode().split("\0") if v)
+
+    assert int(environ["VLLM_HTTP_TIMEOUT_KEEP_ALIVE"]) > KEEPALIVE_S
 
 
 def test_engine_death_gets_controlled_answers_and_an_in_place_restart(owned: GatewayHandle) -> None:

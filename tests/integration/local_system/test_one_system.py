@@ -1,15 +1,12 @@
-"""WORK IN PROGRESS, not collected (the file name does not start with ``test_``): the first run of the broken
-canary scenario exceeded pytest's 300 s timeout while two engines started on a busy 2-core machine; the
-scenarios have not passed yet. Rename to ``test_one_system.py`` once they pass (they need ``timeout(1200)``).
-
-One system: the real workflows, handlers, templates' alarms and container, end to end on the emulator.
+"""One system: the real workflows, handlers, templates' alarms and container, end to end on the emulator.
 
 Nothing here writes a CloudWatch datapoint or an alarm event: metrics are the EMF lines the real gateways
 printed, shipped to the emulated CloudWatch Logs; the alarms are the templates'; their state changes reach
 the real responder through the template's EventBridge rule. Emulated by this project (devtools/): SageMaker
 hosting that runs the container per variant, UpdateEndpoint, EMF extraction, alarm evaluation (time runs
 ``TIME_SCALE`` times faster), EventBridge -> Lambda, Lambda's runtime. No GPU: a CUDA OOM cannot happen here;
-the broken canary is a real one (its engine core dies on real prompts).
+the broken canary is a real one (its engine core dies on real prompts). Each test deploys the
+system afresh (a minute or two: the primary's CPU engine starts).
 """
 
 from __future__ import annotations
@@ -34,6 +31,14 @@ pytestmark = [pytest.mark.container, pytest.mark.timeout(1200)]
 def system(emulator: MotoServer, tiny_model: TinyModel, tmp_path: Path) -> Iterator[LocalSystem]:
     emulator.reset()
     with local_system(tmp_path / "system", tiny_model) as deployed:
+        yield deployed
+
+
+@pytest.fixture
+def small_system(emulator: MotoServer, tiny_model: TinyModel, tmp_path: Path) -> Iterator[LocalSystem]:
+    """The stack deployed with MaxNumSeqs 1: a primary that one long answer keeps busy."""
+    emulator.reset()
+    with local_system(tmp_path / "system", tiny_model, max_num_seqs=1) as deployed:
         yield deployed
 
 
@@ -104,12 +109,19 @@ def test_a_broken_canary_is_rolled_back_by_its_alarm_while_the_rollout_holds_the
     assert outcome.detect_to_weight0_s is not None
 
 
-def test_queue_build_up_from_real_load_raises_capacity_through_the_responder(system: LocalSystem) -> None:
-    outcome = queue_build_up(system)
+def test_queue_build_up_from_real_load_raises_capacity_through_the_responder(small_system: LocalSystem) -> None:
+    outcome = queue_build_up(small_system)
 
     assert outcome.min_capacity_after > outcome.min_capacity_before
-    assert emitted(PRIMARY, MetricName.QUEUE_DEPTH) > 0
-    assert all(a.controlled for a in outcome.answers), [a for a in outcome.answers if not a.controlled][:3]
+    assert emitted(PRIMARY, MetricName.QUEUE_DEPTH) > 50
+    # The queue-depth alarm itself, from the template, went to ALARM and the responder scaled out on it.
+    scale_out = [o for o in outcome.handled.result["outcomes"] if o["action"] == "scale_out"]
+    assert scale_out and scale_out[0]["outcome"] == "applied", outcome.handled.result
+    # Users got an answer, the documented fallback, or (held in the queue too long) the documented 504.
+    assert all(a.controlled or a.deadline_exceeded for a in outcome.answers), [
+        a for a in outcome.answers if not (a.controlled or a.deadline_exceeded)
+    ][:3]
+    assert sum(a.controlled for a in outcome.answers) > len(outcome.answers) / 2
 
 
 def test_a_model_whose_environment_breaks_the_contract_is_rolled_back_before_any_user_sees_it(

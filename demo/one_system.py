@@ -1,0 +1,89 @@
+"""Demo part 1, the main story: the control plane drives the real container on one local system.
+
+The endpoint ``manga-chat`` serves v1 from the project's container (gateway + a real CPU vLLM engine with the
+tiny model). Then, with users asking all along:
+
+1. v2 ships with one more LoRA adapter: canary at 50 %, analysed on what its gateway emitted, promoted.
+2. v3 ships with an export that lost the Japanese tokens. The bake sees English traffic and passes; the rollout
+   waits for a person at 50 %; Japanese readers arrive, the canary's engine dies on their prompts, the gateway
+   answers with its fallback, the canary's alarms breach, and the alarm responder's rollback takes the rollout's
+   lease, aborts it and puts the canary at weight 0.
+3. A release-day burst queues in vLLM on the small primary; the queue-depth alarm fires and the responder
+   raises MinCapacity.
+
+Every metric comes from the gateways' EMF lines, every alarm from the templates, every decision from the real
+handlers and state machines (see devtools/local_system.py). Alarm time runs 20 times faster than on AWS.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from devtools.emulator import MotoServer
+from devtools.local_system import CANARY, PRIMARY, Answer, LocalSystem, local_system
+from devtools.scenarios import broken_canary, healthy_rollout, queue_build_up
+from devtools.tiny_model import ensure_tiny_model
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+def _served(answers: list[Answer]) -> str:
+    """``primary/v1 x12, canary/v2 x11`` (fallbacks and errors counted apart)."""
+    kinds = Counter(
+        f"{a.variant}/{a.version}" if a.controlled and not a.fallback else ("fallback" if a.fallback else a.error[:40])
+        for a in answers
+    )
+    return ", ".join(f"{kind} x{n}" for kind, n in kinds.most_common())
+
+
+def _new_adapter(system: LocalSystem) -> None:
+    _say("\n--- 1. v2 with a new adapter (seasonal_promo): canary, analysis on real traffic, promotion")
+    outcome = healthy_rollout(system, adapter="seasonal_promo")
+    _say(f"rollout: {outcome.execution['status']}")
+    _say(f"answers during the canary: {_served(outcome.during_canary)}")
+    promo = outcome.on_canary[-1]
+    _say(f"the canary with adapter seasonal_promo: {promo.body['backend']} -> {promo.body['choices'][0]['message']}")
+    refused = outcome.on_primary_with_new_adapter
+    if refused is not None:
+        _say(f"the v1 primary asked for it: HTTP {refused.status}: {refused.error[:120]}")
+    _say(f"after promotion: {_served(outcome.after)}")
+
+
+def _broken_canary(system: LocalSystem) -> None:
+    _say("\n--- 2. v3 with a broken export, rolled back by its own alarms while the rollout holds the lease")
+    outcome = broken_canary(system, rollout_id="v3-broken")
+    _say(f"lease holder when Japanese readers arrived: {outcome.lease_holder_before}")
+    _say(f"answers: {_served(outcome.answers)}")
+    _say(f"first fallback on the canary -> canary weight 0: {outcome.detect_to_weight0_s:.1f} s")
+    _say(f"rollout: {outcome.rollout['status']}; endpoint config now {outcome.config_after}")
+    _say(f"weights: {outcome.weights_after}")
+    for rollback in outcome.rollbacks:
+        ending = "joined the rollback at work" if "AlreadyRollingBack" in rollback["states"] else "did the work"
+        _say(f"rollback {rollback['name']}: {rollback['status']} ({ending})")
+
+
+def _burst(system: LocalSystem) -> None:
+    _say("\n--- 3. release-day burst on the small primary: queue-depth alarm -> MinCapacity raised")
+    outcome = queue_build_up(system)
+    raised = f"{outcome.min_capacity_before} -> {outcome.min_capacity_after}"
+    _say(f"MinCapacity {raised}, {outcome.load_to_capacity_s:.1f} s after the burst began")
+    _say(f"answers: {sum(a.controlled for a in outcome.answers)} answered, "
+         f"{sum(a.deadline_exceeded for a in outcome.answers)} cut at the gateway's deadline (504)")  # fmt: skip
+
+
+def run(emulator: MotoServer) -> None:
+    tiny = ensure_tiny_model(REPO / ".cache" / "tiny-model")
+    with tempfile.TemporaryDirectory() as tmp:
+        _say("starting the local system: the emulated account, the workflows, the alarms and the v1 container ...")
+        with local_system(Path(tmp) / "system", tiny, max_num_seqs=1) as system:
+            first = system.invoke("When is the next One Piece volume out?")
+            _say(f"{PRIMARY} answers: {first.body['backend']} (canary variant '{CANARY}' not deployed yet)")
+            _new_adapter(system)
+            _broken_canary(system)
+            _burst(system)
