@@ -6,6 +6,7 @@ Each part is a module ``demo/<part>.py`` with ``run(emulator: MotoServer) -> Non
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
 
@@ -19,6 +20,8 @@ os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "MangaAssistant/LLMServing
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
+# moto's state machine interpreter logs every failure event (an expected rollback, an aborted rollout) as ERROR.
+logging.getLogger("moto").setLevel(logging.CRITICAL)
 
 
 def main(only: list[str]) -> int:
