@@ -6,6 +6,7 @@ restarts once after the engine-death test). Everything else attaches gateways to
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,8 +25,14 @@ def tiny_model() -> TinyModel:
 
 @pytest.fixture(scope="session")
 def vllm_engine(tiny_model: TinyModel, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineHandle]:
-    """One real vLLM OpenAI server on the CPU with the three LoRA adapters (``.base_url``, ``.model_dir``)."""
-    with start_engine(tiny_model, logs=tmp_path_factory.mktemp("engine")) as engine:
+    """One real vLLM OpenAI server on the CPU with the three LoRA adapters (``.base_url``, ``.model_dir``).
+
+    Pinned to one core, as a GPU host keeps the engine off the gateway's CPUs: unpinned, its busy-polling
+    processes took both cores of a 2-core machine and its own /metrics went unanswered under load.
+    """
+    cpus = sorted(os.sched_getaffinity(0))
+    pinned = {cpus[0]} if len(cpus) > 1 else None
+    with start_engine(tiny_model, logs=tmp_path_factory.mktemp("engine"), cpus=pinned) as engine:
         yield engine
 
 

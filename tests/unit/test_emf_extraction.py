@@ -10,7 +10,7 @@ import asyncio
 import doctest
 import io
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -41,7 +41,8 @@ def test_a_gateway_record_becomes_one_datum_per_metric_with_its_unit_and_timesta
     # A value array is one sample per value, so CloudWatch computes percentiles over them.
     assert (ttft.values, ttft.unit) == ((120.0, 80.5, 300.0), "Milliseconds")
     assert queue.timestamp == datetime.fromtimestamp(json.loads(line)["_aws"]["Timestamp"] / 1000, UTC)
-    assert before <= queue.timestamp <= datetime.now(UTC)
+    # aws-embedded-metrics rounds to the nearest millisecond: up to 0.5 ms after now.
+    assert before <= queue.timestamp <= datetime.now(UTC) + timedelta(milliseconds=1)
 
 
 def test_every_dimension_set_gets_the_metric() -> None:

@@ -73,7 +73,7 @@ def test_a_new_version_with_a_new_adapter_rolls_out_on_real_traffic(system: Loca
     assert emitted(CANARY, MetricName.REQUESTS) >= 5
     # After promotion every answer names v2, served by the primary variant, whose container reports as primary.
     assert {(a.variant, a.version) for a in outcome.after} == {(PRIMARY, "v2")}, outcome.after
-    [container] = system.host.containers(ENDPOINT, PRIMARY)
+    container = system.host.serving(ENDPOINT, PRIMARY)  # v1's container may still be draining
     assert container.environment["VARIANT_NAME"] == PRIMARY and container.environment["MODEL_VERSION"] == "v2"
     before = emitted(PRIMARY, MetricName.REQUESTS)
     for _ in range(3):
