@@ -21,7 +21,7 @@ LEASE_RESTORE_POINTER = "restore_pointer"  # the pointer value a rollback puts b
 REGISTRY_PK = "model_name"
 REGISTRY_SK = "version"
 
-# Alarm responder's safety-rail memory (cooldown, actions per hour), one item per endpoint (issue 4).
+# Alarm responder's safety-rail memory (cooldown, actions per hour), one item per endpoint.
 REMEDIATION_STATE_PK = "endpoint_name"
 
 # Powertools idempotency (alarm responder): the persistence layer's default attribute names.

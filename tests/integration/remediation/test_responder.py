@@ -108,7 +108,7 @@ def test_kill_switch_and_dry_run_change_nothing_but_leave_an_audit_record(
 
 
 def test_canary_oom_starts_the_rollback_workflow_once_per_transition(stack: Stack) -> None:
-    # A stand-in state machine with the rollback workflow's input contract (the real one is issue 5's).
+    # A stand-in state machine with the rollback workflow's input contract (the real one: tests/integration/workflows).
     sfn = boto3.client("stepfunctions")
     stack.rollback_arn = sfn.create_state_machine(
         name="rollback",
