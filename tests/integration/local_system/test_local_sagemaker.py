@@ -12,7 +12,7 @@ import doctest
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -28,6 +28,7 @@ from devtools.emulator_extensions import sagemaker_runtime
 from devtools.emulator_extensions.sagemaker_runtime import payload_part, stream_error
 from devtools.local_sagemaker import LocalSageMaker, make_adapter, upload_model
 from devtools.local_serving import sse_data
+from devtools.local_system import wait_for
 from devtools.tiny_model import TinyModel
 from fleetops.model_contract import ModelContract
 
@@ -55,25 +56,15 @@ class Deployed:
     pids: dict[str, int]
 
 
-def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval_s)
-    raise AssertionError(f"{what}: not within {timeout_s:g} s")
-
-
 def describe(name: str = ENDPOINT) -> dict[str, Any]:
     return dict(boto3.client("sagemaker").describe_endpoint(EndpointName=name))
 
 
 def wait_settled(name: str = ENDPOINT, timeout_s: float = 120) -> dict[str, Any]:
     settled: dict[str, Any] = wait_for(
+        f"{name} leaving Creating/Updating",
         lambda: (d := describe(name))["EndpointStatus"] not in ("Creating", "Updating") and d,
         timeout_s,
-        f"{name} leaving Creating/Updating",
     )
     return settled
 
@@ -361,7 +352,7 @@ def test_container_output_goes_to_cloudwatch_logs_as_sagemaker_ships_it(
         emf = any(m.startswith("{") and "_aws" in json.loads(m) for m in messages)  # stdout: EMF
         return emf and any("warm-up done" in m for m in messages)  # stderr
 
-    wait_for(has_both, 60, "an EMF line (stdout) and the warm-up line (stderr) in CloudWatch Logs")
+    wait_for("an EMF line (stdout) and the warm-up line (stderr) in CloudWatch Logs", has_both, 60)
     streams = {s["logStreamName"] for s in logs.describe_log_streams(logGroupName=group)["logStreams"]}
     assert {primary.log_stream, local_sagemaker.serving(ENDPOINT, "canary").log_stream} <= streams
 
@@ -404,7 +395,7 @@ def test_removing_a_variant_drains_and_stops_its_container(deployed: Deployed, l
     assert (status["EndpointStatus"], status["EndpointConfigName"]) == ("InService", config)
     assert "FailureReason" not in status  # a successful update clears the last failure
 
-    wait_for(lambda: not canary.alive(), 60, "the removed canary's process to exit")
+    wait_for("the removed canary's process to exit", lambda: not canary.alive(), 60)
     assert canary.exit_code() == 0  # SIGTERM: drained and exited cleanly
     assert local_sagemaker.serving(ENDPOINT, "primary").pid == deployed.pids["primary"]
     assert [c.variant_name for c in local_sagemaker.containers(ENDPOINT)] == ["primary"]
@@ -418,7 +409,7 @@ def test_removing_a_variant_drains_and_stops_its_container(deployed: Deployed, l
 def test_deleting_the_endpoint_stops_every_container(deployed: Deployed, local_sagemaker: LocalSageMaker) -> None:
     primary = local_sagemaker.serving(ENDPOINT, "primary")
     boto3.client("sagemaker").delete_endpoint(EndpointName=ENDPOINT)
-    wait_for(lambda: not primary.alive(), 60, "the primary's process to exit")
+    wait_for("the primary's process to exit", lambda: not primary.alive(), 60)
     assert primary.exit_code() == 0
     assert local_sagemaker.containers(ENDPOINT) == []
     with pytest.raises(ClientError) as caught:

@@ -49,6 +49,11 @@ class RollbackRequest(BaseModel):
     # Step Functions links a child execution to its parent through this input key.
     started_by: str | None = Field(default=None, alias="AWS_STEP_FUNCTIONS_STARTED_BY_EXECUTION_ID")
 
+    @property
+    def holder(self) -> str:
+        """The lease holder this rollback writes as: the rollout's when it calls us, else its own."""
+        return self.lease_holder or f"{ROLLBACK_LEASE_PREFIX}{self.rollback_id}"
+
 
 class RollbackStep(BaseModel):
     """The next action and everything the state machine needs to perform it."""
@@ -147,8 +152,7 @@ def rollback_in_progress(request: RollbackRequest, lease: LeaseInfo | None, now:
     """
     if request.lease_holder or lease is None or lease.expires_at < int(now.timestamp()):
         return None
-    mine = f"{ROLLBACK_LEASE_PREFIX}{request.rollback_id}"
-    return lease if lease.holder.startswith(ROLLBACK_LEASE_PREFIX) and lease.holder != mine else None
+    return lease if lease.holder.startswith(ROLLBACK_LEASE_PREFIX) and lease.holder != request.holder else None
 
 
 def next_step(
@@ -178,7 +182,7 @@ def next_step(
     'finish'
     """
     now_epoch = int(now.timestamp())
-    holder = request.lease_holder or f"{ROLLBACK_LEASE_PREFIX}{request.rollback_id}"
+    holder = request.holder
     common: dict[str, Any] = {
         "rollback_id": request.rollback_id,
         "reason": request.reason,
@@ -241,7 +245,6 @@ def plan_rollback(
     parameter = f"{pointer_prefix.rstrip('/')}/{request.endpoint_name}"
     endpoint = read_endpoint(request.endpoint_name)
     lease = read_lease(request.endpoint_name) if read_lease else None
-    holder = request.lease_holder or f"{ROLLBACK_LEASE_PREFIX}{request.rollback_id}"
     running = rollback_in_progress(request, lease, now)
     if running is not None:
         return next_step(request, endpoint, endpoint.endpoint_config_name, None, now, parameter, joins=running)
@@ -250,7 +253,7 @@ def plan_rollback(
         request.target_endpoint_config_name is None
         and lease is not None
         and lease.return_config
-        and lease.holder == holder
+        and lease.holder == request.holder
     ):
         target, pointer_json = lease.return_config, lease.restore_pointer
     elif request.target_endpoint_config_name is None and abort is not None and abort.return_config:
