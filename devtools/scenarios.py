@@ -141,7 +141,7 @@ class QueueOutcome:
     handled: Delivery
 
 
-def queue_build_up(system: LocalSystem, users: int = 80, max_tokens: int = 256) -> QueueOutcome:
+def queue_build_up(system: LocalSystem, users: int = 80, max_tokens: int = 192) -> QueueOutcome:
     """A burst of ``users`` asking for long answers at once on a small primary (the stack's ``max_num_seqs``):
     more than the queue-depth alarm's 50 wait in vLLM's scheduler, the alarm breaches on what the gateway
     emitted, and the responder raises MinCapacity. Answers the queue holds past the gateway's deadline get its
