@@ -11,6 +11,7 @@ gateway listens on :8080 while the engine starts in the background; SIGTERM drai
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import sys
 from typing import TYPE_CHECKING
@@ -42,6 +43,9 @@ if TYPE_CHECKING:
     from types import FrameType
 
 USAGE = "usage: python -m gateway serve"
+
+# Named, not __name__: run with ``-m`` this module is "__main__", outside the "gateway" logger's tree.
+logger = logging.getLogger("gateway.__main__")
 
 
 def effective_config(env: Environment, config: GatewayConfig) -> tuple[GatewayConfig, dict[str, AdapterInfo]]:
@@ -88,11 +92,14 @@ def build_gateway(env: Environment, config: GatewayConfig) -> Gateway:
     """Check the model and adapters and wire the gateway (raises on anything unusable)."""
     config, adapters = effective_config(env, config)
     knobs = " ".join(config.engine.engine_args())
-    print(
-        f"gateway: model {env.model_version} for {env.endpoint_name}/{env.variant_name}; adapters "
-        f"{sorted(adapters) or 'none'} from {adapter_source(env)}; engine knobs {knobs}",
-        file=sys.stderr,
-        flush=True,
+    logger.info(
+        "model %s for %s/%s; adapters %s from %s; engine knobs %s",
+        env.model_version,
+        env.endpoint_name,
+        env.variant_name,
+        sorted(adapters) or "none",
+        adapter_source(env),
+        knobs,
     )
     builder = PromptBuilder(TokenCounter(env.model_dir), config.system_prompt, config.budget)
     # Pooled clients: aiohttp (C parser) on the hot path, httpx for health checks and warm-up.
@@ -106,10 +113,10 @@ def build_gateway(env: Environment, config: GatewayConfig) -> Gateway:
         try:
             await warm_up(client, engine.base_url, builder.prefix, list(adapters))
         except httpx.HTTPError as exc:
-            print(f"gateway: warm-up failed: {exc!r}", file=sys.stderr, flush=True)
+            logger.error("warm-up failed: %r", exc)
             return
         gateway.state.warmed = True
-        print("gateway: warm-up done, /ping is healthy", file=sys.stderr, flush=True)
+        logger.info("warm-up done, /ping is healthy")
 
     engine: Engine
     if env.engine_url:
@@ -137,7 +144,7 @@ def build_gateway(env: Environment, config: GatewayConfig) -> Gateway:
         engine,
         upstream=upstream,
         metrics=metrics,
-        breaker=config.breaker,
+        containment=config.containment,
         backend_version=env.model_version,
         fallback_model=fallback,
     )
@@ -181,31 +188,27 @@ class DrainingServer(uvicorn.Server):
 
     async def _drain(self) -> None:
         in_flight = self.gateway.state.in_flight
-        print(
-            f"gateway: SIGTERM, draining {in_flight} in flight for up to {self.window_s:g} s",
-            file=sys.stderr,
-            flush=True,
-        )
+        logger.info("SIGTERM, draining %d in flight for up to %g s", in_flight, self.window_s)
         finished = await self.gateway.state.drain(self.window_s)
         left = self.gateway.state.in_flight
-        print(f"gateway: drain {'complete' if finished else f'window over, {left} cut'}", file=sys.stderr, flush=True)
+        logger.info("drain %s", "complete" if finished else f"window over, {left} cut")
         self.should_exit = True
 
 
 def cannot_start(exc: Exception) -> int:
-    """Print ``gateway: cannot start:`` and then every problem on its own line (stderr); return exit code 1.
+    """Log ``gateway: cannot start:`` and then every problem on its own line (stderr); return exit code 1.
 
     Examples
     --------
     >>> cannot_start(GatewayConfigError(["ENDPOINT_NAME is not set", "SM_VLLM_MAX_NUM_SEQ: unknown engine knob"]))
     1
 
-    prints ``gateway: cannot start:``, ``  - ENDPOINT_NAME is not set``, ``  - SM_VLLM_MAX_NUM_SEQ: ...``.
+    logs ``gateway: cannot start:``, ``  - ENDPOINT_NAME is not set``, ``  - SM_VLLM_MAX_NUM_SEQ: ...``.
     """
     problems: list[str] = getattr(exc, "problems", None) or [str(exc)]
     # A problem that spans lines (a YAML parser's message) stays indented under its own dash.
     lines = "".join("\n  - " + "\n    ".join(problem.splitlines()) for problem in problems)
-    print(f"gateway: cannot start:{lines}", file=sys.stderr, flush=True)
+    logger.error("cannot start:%s", lines)
     return 1
 
 
@@ -233,7 +236,7 @@ def serve(env: Environment) -> int:
 
 def main(argv: list[str]) -> int:
     if argv[:1] not in (["serve"], []):
-        print(USAGE, file=sys.stderr)
+        logger.error(USAGE)
         return 2
     try:
         env = Environment.from_env()
@@ -242,5 +245,20 @@ def main(argv: list[str]) -> int:
     return serve(env)
 
 
+def log_to_stderr() -> None:
+    """The gateway's log lines on stderr as ``gateway: <message>`` (stdout carries only EMF).
+
+    Only the ``gateway`` loggers, at INFO: the root logger stays as it was, so libraries keep their own
+    level (httpx would log every health check at INFO).
+    """
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("gateway: %(message)s"))
+    gateway_logger = logging.getLogger("gateway")
+    gateway_logger.addHandler(handler)
+    gateway_logger.setLevel(logging.INFO)
+    gateway_logger.propagate = False
+
+
 if __name__ == "__main__":
+    log_to_stderr()
     sys.exit(main(sys.argv[1:]))

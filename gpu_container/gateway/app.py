@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -18,7 +18,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway.protocol import ClientError
+from gateway.errors import ErrorCode, GatewayError, error_response
 from gateway.relay import RelayResponse
 from gateway.supervisor import EngineState
 from gateway.upstream import Upstream, UpstreamError, UpstreamResponse
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from gateway.config import GatewayConfig
     from gateway.serving import InvocationService
     from gateway.supervisor import Engine
+
+logger = logging.getLogger(__name__)
 
 _HOP_HEADERS = {"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding"}
 
@@ -110,22 +112,23 @@ class Gateway:
     async def passthrough(self, request: Request) -> Response:
         """``/v1/*`` straight to vLLM (OpenAI clients), streamed both ways without re-parsing."""
         if not self.state.draining and not self.engine.available:  # draining answers first, in _serve
-            message = f"the engine is {self.engine.state}; retry shortly"
-            return JSONResponse({"error": {"code": "engine_unavailable", "message": message}}, 503)
+            return self._refuse(
+                GatewayError(ErrorCode.ENGINE_UNAVAILABLE, f"the engine is {self.engine.state}; retry shortly")
+            )
         return await self._serve(request, lambda body: self._forward(request, body))
 
     async def _serve(self, request: Request, answer: Callable[[bytes], Awaitable[Response]]) -> Response:
         """Refuse new work while draining; otherwise read the body and count the request in flight
         until its answer, or its stream, is over (the drain waits on that count)."""
         if self.state.draining:
-            return JSONResponse({"error": {"code": "draining", "message": "this instance is shutting down"}}, 503)
+            return self._refuse(GatewayError(ErrorCode.DRAINING))
         self.state.enter()
         streaming = False
         try:
             try:
                 body = await self._read_body(request)
-            except ClientError as exc:
-                return self.service.client_error(exc)
+            except GatewayError as exc:
+                return self._refuse(exc)
             response = await answer(body)
             streaming = self._hold_until_streamed(response)
             return response
@@ -135,7 +138,7 @@ class Gateway:
 
     async def _read_body(self, request: Request) -> bytes:
         limit = self.config.server.max_body_bytes
-        too_large = ClientError(413, "payload_too_large", f"request body over the {limit}-byte limit", limit=limit)
+        too_large = GatewayError(ErrorCode.PAYLOAD_TOO_LARGE, f"request body over the {limit}-byte limit", limit=limit)
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise too_large
@@ -156,9 +159,12 @@ class Gateway:
             response = await self.upstream.request(request.method, url, body or None, headers, None)
         except UpstreamError as exc:
             self.engine.report_failure()
-            return JSONResponse({"error": {"code": "engine_unavailable", "message": repr(exc)}}, 503)
+            return self._refuse(GatewayError(ErrorCode.ENGINE_UNAVAILABLE, repr(exc)))
         out_headers = {k: v for k, v in response.headers.items() if k.lower() not in _HOP_HEADERS}
         return RelayResponse(_raw(response), response.status, out_headers)
+
+    def _refuse(self, error: GatewayError) -> Response:
+        return error_response(error, self.service.metrics)
 
     def _hold_until_streamed(self, response: Response) -> bool:
         """Keep a streaming response counted as in flight until its last byte (the drain waits for it)."""
@@ -190,7 +196,7 @@ class Gateway:
             await self.engine.stop()
             await self.upstream.stop()
             await self.client.aclose()
-            print("gateway: stopped", file=sys.stderr, flush=True)
+            logger.info("stopped")
 
 
 async def _raw(response: UpstreamResponse) -> AsyncIterator[bytes]:

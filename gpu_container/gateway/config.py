@@ -1,11 +1,11 @@
 """Gateway configuration: a versioned YAML file for behaviour, environment variables for the deployment.
 
 The YAML (``gpu_container/config/gateway.yaml``, baked into the image) holds budgets, routing, the
-default engine knobs, the fallback message, restart and drain policy. The environment carries the
-model's contract (:mod:`fleetops.model_contract`: endpoint, variant, version, ``LORA_MODULES``,
-``SM_VLLM_*`` knobs that override the file's ``engine`` section) and says where things are (model,
-adapters, config file) and optionally an external engine to attach to. Both are parsed once at
-start-up; anything wrong fails there with every problem named.
+default engine knobs, the request deadline and fallback message, restart and drain policy. The
+environment carries the model's contract (:mod:`fleetops.model_contract`: endpoint, variant, version,
+``LORA_MODULES``, ``SM_VLLM_*`` knobs that override the file's ``engine`` section) and says where things
+are (model, adapters, config file) and optionally an external engine to attach to. Both are parsed once
+at start-up; anything wrong fails there with every problem named.
 """
 
 from __future__ import annotations
@@ -99,7 +99,9 @@ class RoutingConfig(_Strict):
         return self
 
 
-class BreakerConfig(_Strict):
+class ContainmentConfig(_Strict):
+    """How a request is kept in bounds when the engine fails or is slow: its deadline, one retry, the fallback text."""
+
     fallback_message: str = Field(min_length=1)
     request_deadline_s: float = Field(gt=0, le=60)
     retry_with_compressed_context: bool = True
@@ -145,7 +147,8 @@ class GatewayConfig(_Strict):
     engine: EngineKnobs
     budget: BudgetConfig
     routing: RoutingConfig
-    breaker: BreakerConfig
+    # The file's section keeps its first name, ``breaker`` (deployed files and overrides use it).
+    containment: ContainmentConfig = Field(alias="breaker")
     supervisor: SupervisorConfig = SupervisorConfig()
     drain: DrainConfig = DrainConfig()
     server: ServerConfig = ServerConfig()

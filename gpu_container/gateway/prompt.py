@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gateway.protocol import ChatMessage, ClientError, InvocationRequest
+from gateway.errors import ErrorCode, GatewayError
+from gateway.protocol import ChatMessage, InvocationRequest
 
 if TYPE_CHECKING:
     from gateway.config import BudgetConfig, SystemPrompt
@@ -117,8 +118,8 @@ class PromptBuilder:
 
         Raises
         ------
-        ClientError
-            400 ``max_tokens_too_large``, ``no_question``, ``context_too_large`` or ``prompt_too_large``.
+        GatewayError
+            ``max_tokens_too_large``, ``no_question``, ``context_too_large`` or ``prompt_too_large``.
 
         Examples
         --------
@@ -129,15 +130,14 @@ class PromptBuilder:
         budget, counter = self.budget, self.counter
         max_tokens = request.max_tokens or budget.default_max_tokens
         if max_tokens > budget.max_tokens_limit:
-            raise ClientError(
-                400,
-                "max_tokens_too_large",
+            raise GatewayError(
+                ErrorCode.MAX_TOKENS_TOO_LARGE,
                 f"max_tokens {max_tokens} is beyond the budget: at most {budget.max_tokens_limit}",
                 limit=budget.max_tokens_limit,
             )
         conversation = [*request.history, *request.messages]
         if conversation[-1].role != "user":
-            raise ClientError(400, "no_question", "the last message must be the user's question (role 'user')")
+            raise GatewayError(ErrorCode.NO_QUESTION)
         question = conversation[-1].content
         client_system = [{"role": "system", "content": m.content} for m in conversation[:-1] if m.role == "system"]
         history = [m for m in conversation[:-1] if m.role != "system"]
@@ -146,9 +146,8 @@ class PromptBuilder:
         available = budget.max_model_len - max_tokens
         fixed = counter.count([*self._prefix, *final])
         if fixed > available:
-            raise ClientError(
-                400,
-                "prompt_too_large",
+            raise GatewayError(
+                ErrorCode.PROMPT_TOO_LARGE,
                 f"system prompt, context and question take {fixed} tokens; with max_tokens {max_tokens} at most "
                 f"{available} fit in max_model_len {budget.max_model_len}",
                 prompt_tokens=fixed,
@@ -180,9 +179,8 @@ class PromptBuilder:
         text = "\n---\n".join(context)
         tokens = self.counter.count_text(text)
         if tokens > self.budget.max_context_tokens:
-            raise ClientError(
-                400,
-                "context_too_large",
+            raise GatewayError(
+                ErrorCode.CONTEXT_TOO_LARGE,
                 f"retrieved_context has {tokens} tokens; at most {self.budget.max_context_tokens} are allowed",
                 limit=self.budget.max_context_tokens,
             )

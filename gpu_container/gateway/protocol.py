@@ -1,10 +1,12 @@
-"""Request and error models of ``/invocations``: an OpenAI chat-completions payload plus conversation fields."""
+"""The request model of ``/invocations``: an OpenAI chat-completions payload plus conversation fields."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gateway.errors import ErrorCode, GatewayError
 
 
 class ChatMessage(BaseModel):
@@ -42,27 +44,13 @@ class InvocationRequest(BaseModel):
         return dict(self.model_extra or {})
 
 
-class ClientError(Exception):
-    """A request the gateway refuses with a 4xx and a JSON body saying why."""
-
-    def __init__(self, status: int, code: str, message: str, **details: Any) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.details = details
-
-    def body(self) -> dict[str, Any]:
-        return {"error": {"code": self.code, "message": self.message, **self.details}}
-
-
 def parse_invocation(raw: bytes) -> InvocationRequest:
     """Parse and validate a request body.
 
     Raises
     ------
-    ClientError
-        400 ``invalid_json`` for malformed JSON, 400 ``invalid_request`` for missing or mistyped fields
+    GatewayError
+        ``invalid_json`` for malformed JSON, ``invalid_request`` for missing or mistyped fields
         (the message lists each field and what is wrong with it).
 
     Examples
@@ -75,7 +63,7 @@ def parse_invocation(raw: bytes) -> InvocationRequest:
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_input=False)
         if any(e["type"] == "json_invalid" for e in errors):
-            raise ClientError(400, "invalid_json", f"request body is not valid JSON: {errors[0]['msg']}") from None
+            raise GatewayError(ErrorCode.INVALID_JSON, f"request body is not valid JSON: {errors[0]['msg']}") from None
         problems = [{"field": ".".join(str(p) for p in e["loc"]) or "(body)", "problem": e["msg"]} for e in errors]
         summary = "; ".join(f"{p['field']}: {p['problem']}" for p in problems)
-        raise ClientError(400, "invalid_request", f"invalid request: {summary}", fields=problems) from None
+        raise GatewayError(ErrorCode.INVALID_REQUEST, f"invalid request: {summary}", fields=problems) from None

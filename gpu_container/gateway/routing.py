@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from fleetops.model_contract import LORA_MODULES
 from gateway.config import BASE_MODEL, GatewayConfigError, RoutingConfig
-from gateway.protocol import ClientError, InvocationRequest
+from gateway.errors import ErrorCode, GatewayError
+from gateway.protocol import InvocationRequest
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -195,15 +196,14 @@ class Router:
 
         Raises
         ------
-        ClientError
-            400 ``unknown_adapter`` listing the valid names.
+        GatewayError
+            ``unknown_adapter``, listing the valid names.
         """
         explicit = request.adapter or request.model
         if explicit is not None:
             if explicit not in self.valid:
-                raise ClientError(
-                    400,
-                    "unknown_adapter",
+                raise GatewayError(
+                    ErrorCode.UNKNOWN_ADAPTER,
                     f"unknown adapter {explicit!r}; valid adapters: {', '.join(self.valid)}",
                     valid_adapters=self.valid,
                 )

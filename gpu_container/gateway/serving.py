@@ -1,13 +1,14 @@
-"""``/invocations``: budget, routing, the engine call, and the breaker's controlled answers.
+"""``/invocations``: budget, routing, the engine call, and the controlled answers when the engine fails or is slow.
 
 Documented answers (see README "GPU data plane container"):
 
-- 4xx JSON ``{"error": {"code", "message", ...}}`` for bad input, answered before the engine is touched;
+- 4xx JSON ``{"error": {"code", "message", ...}}`` for bad input, answered before the engine is touched
+  (codes in :mod:`gateway.errors`);
 - engine failure (out of memory, 5xx, connection refused, engine restarting): one retry with a
   compressed context, then HTTP 200 with the configured fallback message (or a Bedrock answer when
   configured) in chat-completion shape, ``finish_reason: "fallback"`` and header ``X-Gateway-Fallback``;
   a stream that breaks mid-way ends with such a fallback chunk and ``data: [DONE]``;
-- past ``request_deadline_s`` (below SageMaker's 60 s): HTTP 504 ``deadline_exceeded``, or for a stream a
+- past ``breaker.request_deadline_s`` (below SageMaker's 60 s): HTTP 504 ``deadline_exceeded``, or for a stream a
   last chunk with ``finish_reason: "deadline_exceeded"`` and ``data: [DONE]``; the engine request is aborted.
 """
 
@@ -15,22 +16,22 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from starlette.responses import JSONResponse, Response
 
 from fleetops.metrics import MetricName
-from gateway.protocol import ClientError, InvocationRequest, parse_invocation
+from gateway import openai_wire as wire
+from gateway.errors import ErrorCode, FallbackReason, GatewayError, error_response
+from gateway.protocol import InvocationRequest, parse_invocation
 from gateway.relay import RelayResponse
 from gateway.upstream import UpstreamError, UpstreamResponse
 
 if TYPE_CHECKING:
-    from gateway.config import BreakerConfig
+    from gateway.config import ContainmentConfig
     from gateway.metrics import GatewayMetrics
     from gateway.prompt import BuiltPrompt, PromptBuilder
     from gateway.routing import Router
@@ -40,9 +41,7 @@ if TYPE_CHECKING:
 #: A fallback answerer (e.g. Bedrock): messages in, text out.
 FallbackModel = Callable[[list[dict[str, str]], int], Awaitable[str]]
 
-_CONTENT_MARK = b'"delta":{"content":'
 _JSON = {"content-type": "application/json"}
-_COMPLETION_TOKENS = re.compile(rb'"completion_tokens":\s*(\d+)')
 
 
 class _Call(NamedTuple):
@@ -56,12 +55,12 @@ class _Call(NamedTuple):
 
 @dataclass(frozen=True)
 class Failure:
-    reason: str  # engine_oom | engine_error | engine_unavailable
+    reason: FallbackReason
     detail: str
 
 
 class InvocationService:
-    """Serves ``/invocations`` against the engine, with the budget, routing and breaker applied."""
+    """Serves ``/invocations`` against the engine, with the budget, routing, deadline, retry and fallback applied."""
 
     def __init__(
         self,
@@ -71,7 +70,7 @@ class InvocationService:
         *,
         upstream: Upstream,
         metrics: GatewayMetrics,
-        breaker: BreakerConfig,
+        containment: ContainmentConfig,
         backend_version: str,
         fallback_model: FallbackModel | None = None,
     ) -> None:
@@ -80,7 +79,7 @@ class InvocationService:
         self.engine = engine
         self.upstream = upstream
         self.metrics = metrics
-        self.breaker = breaker
+        self.containment = containment
         self.backend_version = backend_version
         self.fallback_model = fallback_model
 
@@ -91,19 +90,15 @@ class InvocationService:
             request = parse_invocation(raw)
             adapter = self.router.resolve(request)
             built = self.builder.build(request)
-        except ClientError as exc:
-            return self.client_error(exc)
+        except GatewayError as exc:
+            return error_response(exc, self.metrics)
         if built.trimmed:
             self.metrics.increment(MetricName.BUDGET_TRIMS)
         self.metrics.observe(MetricName.TOKENS_IN, built.prompt_tokens)
         headers = self._headers(adapter, built)
-        deadline = started + self.breaker.request_deadline_s
+        deadline = started + self.containment.request_deadline_s
         call = _Call(request, adapter, built, headers, started, deadline)
         return await (self._stream(call) if request.stream else self._plain(call))
-
-    def client_error(self, exc: ClientError) -> JSONResponse:
-        self.metrics.increment(MetricName.CLIENT_ERRORS)
-        return JSONResponse(exc.body(), status_code=exc.status)
 
     # ---------------------------------------------------------------- the engine call
     async def _open(self, call: _Call) -> UpstreamResponse | Response:
@@ -119,20 +114,20 @@ class InvocationService:
             if attempt:
                 built = self.builder.build(request, compressed=True)
             if not self.engine.available:
-                failure = Failure("engine_unavailable", f"engine is {self.engine.state}")
+                failure = Failure(FallbackReason.ENGINE_UNAVAILABLE, f"engine is {self.engine.state}")
                 continue
             try:
                 response = await self.upstream.request(
                     "POST",
                     f"{self.engine.base_url}/v1/chat/completions",
-                    self._payload(request, adapter, built),
+                    wire.chat_request(request.passthrough, adapter, built.messages, built.max_tokens, request.stream),
                     _JSON,
                     max(deadline - time.perf_counter(), 0.001),
                 )
             except TimeoutError:
                 return self._deadline_plain(adapter)
             except UpstreamError as exc:
-                failure = self._engine_failed(Failure("engine_unavailable", repr(exc)))
+                failure = self._engine_failed(Failure(FallbackReason.ENGINE_UNAVAILABLE, repr(exc)))
                 continue
             if response.status == 200:
                 if request.stream:  # the engine accepted and scheduled it (its SSE headers come at once)
@@ -140,7 +135,7 @@ class InvocationService:
                 return response
             content = await response.read()
             if response.status < 500:
-                # vLLM refused a pass-through field (e.g. a bad temperature): its message, its status.
+                # vLLM refused a pass-through field (e.g. a bad temperature): its body, its status; a 4xx all the same.
                 self.metrics.increment(MetricName.CLIENT_ERRORS)
                 return Response(content, response.status, headers, "application/json")
             failure = self._engine_failed(_classify(response.status, content))
@@ -155,10 +150,10 @@ class InvocationService:
         except TimeoutError:
             return self._deadline_plain(call.adapter)
         except UpstreamError as exc:
-            self._engine_failed(Failure("engine_unavailable", repr(exc)))
+            self._engine_failed(Failure(FallbackReason.ENGINE_UNAVAILABLE, repr(exc)))
             return await self._fallback(call, call.built, None)
-        self._observe_done(call.started, _completion_tokens(content))
-        return Response(self._splice(content, call.adapter), 200, call.headers, "application/json")
+        self._observe_done(call.started, wire.completion_tokens(content))
+        return Response(wire.with_backend(content, self._meta(call.adapter)), 200, call.headers, "application/json")
 
     async def _stream(self, call: _Call) -> Response:
         opened = await self._open(call)
@@ -167,29 +162,19 @@ class InvocationService:
         return RelayResponse(self._relay(opened, call), 200, call.headers, "text/event-stream")
 
     def _deadline_plain(self, adapter: str) -> JSONResponse:
-        self.metrics.increment(MetricName.REQUEST_ERRORS)
-        message = f"the request did not finish within {self.breaker.request_deadline_s:g} s and was cut off"
-        return JSONResponse({"error": {"code": "deadline_exceeded", "message": message, "adapter": adapter}}, 504)
+        message = f"the request did not finish within {self.containment.request_deadline_s:g} s and was cut off"
+        return error_response(GatewayError(ErrorCode.DEADLINE_EXCEEDED, message, adapter=adapter), self.metrics)
 
     async def _fallback(self, call: _Call, built: BuiltPrompt, failure: Failure | None) -> Response:
-        reason = failure.reason if failure else "engine_unavailable"
+        reason = failure.reason if failure else FallbackReason.ENGINE_UNAVAILABLE
         text, source = await self._fallback_text(built)
-        self.metrics.increment(MetricName.FALLBACKS)
-        self.metrics.increment(MetricName.REQUEST_ERRORS)
+        self._count_fallback()
         note = {"version": source, "adapter": None, "fallback_reason": reason}
         headers = {"X-Gateway-Fallback": reason, "X-Backend-Version": source}
         if call.request.stream:
-            return Response(_sse_final(call.adapter, text, "fallback", note), 200, headers, "text/event-stream")
-        body = {
-            "id": f"fallback-{uuid.uuid4().hex}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": call.adapter,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "fallback"}],
-            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-            "backend": note,
-        }
-        return JSONResponse(body, 200, headers)
+            events = wire.last_events(call.adapter, text, wire.FINISH_FALLBACK, note)
+            return Response(events, 200, headers, "text/event-stream")
+        return JSONResponse(wire.completion(call.adapter, text, wire.FINISH_FALLBACK, note), 200, headers)
 
     async def _relay(self, response: UpstreamResponse, call: _Call) -> AsyncIterator[bytes]:
         """Pass the engine's SSE bytes through untouched, except the backend note in the first event."""
@@ -198,25 +183,24 @@ class InvocationService:
         try:
             async with asyncio.timeout(max(call.deadline - time.perf_counter(), 0.001)):
                 async for raw in response.chunks():
-                    chunk = raw.replace(b"data: {", b'data: {"backend":' + meta + b",", 1) if first else raw
+                    chunk = wire.with_backend_in_first_event(raw, meta) if first else raw
                     first = False
-                    marks = chunk.count(_CONTENT_MARK)
+                    marks = chunk.count(wire.CONTENT_MARK)
                     if marks and not tokens_out:
                         ttft = (time.perf_counter() - call.started) * 1000
                         self.metrics.observe(MetricName.TIME_TO_FIRST_TOKEN, ttft)
                     tokens_out += marks
                     yield chunk
         except TimeoutError:
-            self.metrics.increment(MetricName.REQUEST_ERRORS)
-            yield _sse_final(call.adapter, "", "deadline_exceeded", json.loads(meta))
+            self.metrics.increment(MetricName.REQUEST_ERRORS)  # as a plain answer's 504 deadline_exceeded is
+            yield wire.last_events(call.adapter, "", wire.FINISH_DEADLINE, json.loads(meta))
             return
         except UpstreamError as exc:
             # The engine died mid-stream: what was sent stays sent; end with the documented fallback chunk.
-            self._engine_failed(Failure("engine_unavailable", repr(exc)))
-            self.metrics.increment(MetricName.FALLBACKS)
-            self.metrics.increment(MetricName.REQUEST_ERRORS)
-            note = {**json.loads(meta), "fallback_reason": "engine_unavailable"}
-            yield _sse_final(call.adapter, self.breaker.fallback_message, "fallback", note)
+            self._engine_failed(Failure(FallbackReason.ENGINE_UNAVAILABLE, repr(exc)))
+            self._count_fallback()
+            note = {**json.loads(meta), "fallback_reason": FallbackReason.ENGINE_UNAVAILABLE}
+            yield wire.last_events(call.adapter, self.containment.fallback_message, wire.FINISH_FALLBACK, note)
             return
         finally:
             response.close()
@@ -224,14 +208,24 @@ class InvocationService:
 
     # ---------------------------------------------------------------- helpers
     def _retry(self, failure: Failure | None) -> bool:
-        return self.breaker.retry_with_compressed_context and failure is not None
+        return self.containment.retry_with_compressed_context and failure is not None
 
     def _engine_failed(self, failure: Failure) -> Failure:
+        """An engine call failed (an error answer, out of memory included, or a refused or lost connection).
+
+        ``BreakerTrips`` counts exactly these calls, so a request whose retry fails too counts twice; a
+        request that finds the engine already down is not a call (it counts only in ``Fallbacks``), and an
+        engine death with no request on it shows in ``EngineRestarts``.
+        """
         self.metrics.increment(MetricName.BREAKER_TRIPS)
-        if failure.reason == "engine_oom":
+        if failure.reason is FallbackReason.ENGINE_OOM:
             self.metrics.increment(MetricName.OOM_CAUGHT)
         self.engine.report_failure()
         return failure
+
+    def _count_fallback(self) -> None:
+        self.metrics.increment(MetricName.FALLBACKS)
+        self.metrics.increment(MetricName.REQUEST_ERRORS)
 
     async def _fallback_text(self, built: BuiltPrompt) -> tuple[str, str]:
         if self.fallback_model is not None:
@@ -239,24 +233,10 @@ class InvocationService:
                 return await self.fallback_model(built.messages, built.max_tokens), "bedrock"
             except Exception:
                 pass
-        return self.breaker.fallback_message, "fallback"
-
-    def _payload(self, request: InvocationRequest, adapter: str, built: BuiltPrompt) -> bytes:
-        payload: dict[str, Any] = {
-            **request.passthrough,
-            "model": adapter,
-            "messages": built.messages,
-            "max_tokens": built.max_tokens,
-            "stream": request.stream,
-        }
-        return json.dumps(payload, ensure_ascii=False).encode()
+        return self.containment.fallback_message, "fallback"
 
     def _meta(self, adapter: str) -> bytes:
         return json.dumps({"version": self.backend_version, "adapter": adapter}).encode()
-
-    def _splice(self, body: bytes, adapter: str) -> bytes:
-        # Add {"backend": ...} to vLLM's JSON without re-parsing it (keeps the proxy lean).
-        return body.replace(b"{", b'{"backend":' + self._meta(adapter) + b",", 1)
 
     def _headers(self, adapter: str, built: BuiltPrompt) -> dict[str, str]:
         return {
@@ -272,28 +252,9 @@ class InvocationService:
         self.metrics.observe(MetricName.TOKENS_OUT, tokens_out)
 
 
-def _completion_tokens(body: bytes) -> int:
-    # A regex on the bytes, not json.loads: the plain path stays cheap for large answers.
-    match = _COMPLETION_TOKENS.search(body)
-    return int(match.group(1)) if match else 0
-
-
 def _classify(status: int, content: bytes) -> Failure:
     text = content[:2000].decode("utf-8", "replace")
     lowered = text.lower()
     if "out of memory" in lowered or "outofmemory" in lowered:
-        return Failure("engine_oom", text)
-    return Failure("engine_error", f"HTTP {status}: {text}")
-
-
-def _sse_final(adapter: str, text: str, finish: str, backend: dict[str, Any]) -> bytes:
-    chunk = {
-        "id": f"gateway-{uuid.uuid4().hex}",
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": adapter,
-        "backend": backend,
-        "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish}],
-    }
-    out = b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n"
-    return out + b"data: [DONE]\n\n"
+        return Failure(FallbackReason.ENGINE_OOM, text)
+    return Failure(FallbackReason.ENGINE_ERROR, f"HTTP {status}: {text}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 
     from gateway.config import SupervisorConfig
     from gateway.metrics import GatewayMetrics
+
+logger = logging.getLogger(__name__)
 
 
 class EngineState(StrEnum):
@@ -129,7 +132,7 @@ class EngineSupervisor(Engine):
     client
         The gateway's pooled HTTP client (used for health checks).
     metrics
-        Counts ``EngineRestarts`` and ``BreakerTrips``.
+        Counts ``EngineRestarts`` (each restart, after a death or a failed start).
     on_ready
         Awaited each time the engine becomes healthy (warm-up).
     env
@@ -191,15 +194,16 @@ class EngineSupervisor(Engine):
                 await self._watch()
                 if self._stopping:
                     return
-                self.metrics.increment(MetricName.BREAKER_TRIPS)
-                print(f"gateway: engine died (pid {self._pid()}); restarting", file=sys.stderr, flush=True)
+                # Not a breaker trip: BreakerTrips counts engine calls that failed (see InvocationService); a death
+                # shows in the EngineRestarts that follows.
+                logger.warning("engine died (pid %s); restarting", self._pid())
             else:
                 self.failed_starts += 1
-                print(f"gateway: engine start failed ({self.failed_starts} in a row)", file=sys.stderr, flush=True)
+                logger.warning("engine start failed (%d in a row)", self.failed_starts)
             await self._kill()
             if self.failed_starts > config.max_failed_restarts:
                 self.state = EngineState.FAILED
-                print("gateway: giving up on the engine; /ping reports unhealthy", file=sys.stderr, flush=True)
+                logger.error("giving up on the engine; /ping reports unhealthy")
                 return
             self.state = EngineState.RESTARTING
             backoff = config.restart_backoff_initial_s * 2 ** max(self.failed_starts - 1, 0)

@@ -11,7 +11,8 @@ import yaml
 
 from fleetops.model_contract import EngineKnobs
 from gateway.config import DEFAULT_CONFIG, Environment, GatewayConfigError, load_gateway_config
-from gateway.protocol import ClientError, parse_invocation
+from gateway.errors import GatewayError
+from gateway.protocol import parse_invocation
 
 CONTRACT = {"ENDPOINT_NAME": "manga-chat", "VARIANT_NAME": "canary", "MODEL_VERSION": "llama-q4-v7"}
 
@@ -20,7 +21,7 @@ def test_shipped_config_is_consistent() -> None:
     config = load_gateway_config(DEFAULT_CONFIG)
     assert config.budget.max_tokens_limit < config.budget.max_model_len == config.engine.max_model_len
     assert config.drain.window_s < 30  # SageMaker's SIGKILL follows SIGTERM by ~30 s
-    assert config.breaker.request_deadline_s < 60  # SageMaker's invocation limit
+    assert config.containment.request_deadline_s < 60  # SageMaker's invocation limit
     assert set(config.routing.adapters) == {"manga_domain", "general_support", "jp_style"}
 
 
@@ -177,9 +178,9 @@ def test_the_budget_follows_the_effective_max_model_len() -> None:
     ],
 )
 def test_bad_bodies_say_what_is_wrong(raw: bytes, code: str, says: str) -> None:
-    with pytest.raises(ClientError) as info:
+    with pytest.raises(GatewayError) as info:
         parse_invocation(raw)
-    assert info.value.status == 400
+    assert info.value.code.status == 400
     assert info.value.code == code
     assert says in info.value.message
 

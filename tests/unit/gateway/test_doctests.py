@@ -8,7 +8,17 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("name", ["gateway.config", "gateway.routing", "gateway.supervisor", "gateway.__main__"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gateway.config",
+        "gateway.routing",
+        "gateway.supervisor",
+        "gateway.__main__",
+        "gateway.errors",
+        "gateway.openai_wire",
+    ],
+)
 def test_docstring_examples(name: str) -> None:
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
 

@@ -8,8 +8,9 @@ import random
 import pytest
 
 from gateway.config import GatewayConfig
+from gateway.errors import GatewayError
 from gateway.prompt import PromptBuilder, split_turns, window_start
-from gateway.protocol import ChatMessage, ClientError, InvocationRequest
+from gateway.protocol import ChatMessage, InvocationRequest
 from gateway.tokens import TokenCounter
 
 WORDS = ["manga", "volume", "chapter", "release", "order", "shipping", "漫画", "最新刊", "予約", "the", "of"]
@@ -94,7 +95,7 @@ def test_prompt_plus_max_tokens_never_exceeds_max_model_len(builder: PromptBuild
     try:
         built = builder.build(request(conversation(rng.randint(0, 80), seed, words=rng.randint(5, 200)), question,
                                       max_tokens=max_tokens))  # fmt: skip
-    except ClientError as exc:
+    except GatewayError as exc:
         assert exc.code == "prompt_too_large"  # only when the question alone cannot fit
         return
     assert built.prompt_tokens + built.max_tokens <= builder.budget.max_model_len
@@ -131,9 +132,9 @@ def test_client_system_messages_go_after_the_cacheable_part(builder: PromptBuild
 def test_requests_that_cannot_fit_are_refused_with_a_reason(
     builder: PromptBuilder, req: InvocationRequest, code: str
 ) -> None:
-    with pytest.raises(ClientError) as info:
+    with pytest.raises(GatewayError) as info:
         builder.build(req)
-    assert info.value.status == 400
+    assert info.value.code.status == 400
     assert info.value.code == code
     assert info.value.message
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from gateway.config import GatewayConfig
-from gateway.protocol import ClientError, InvocationRequest
+from gateway.errors import GatewayError
+from gateway.protocol import InvocationRequest
 from gateway.routing import AdapterCompatibilityError, Router, check_adapters
 
 
@@ -35,9 +36,9 @@ def test_routes(config: GatewayConfig, fields: dict[str, object], adapter: str) 
 
 
 def test_unknown_adapter_is_a_400_listing_the_valid_ones(config: GatewayConfig) -> None:
-    with pytest.raises(ClientError) as info:
+    with pytest.raises(GatewayError) as info:
         Router(config.routing).resolve(req(adapter="shonen_v9"))
-    assert info.value.status == 400
+    assert info.value.code.status == 400
     assert info.value.message == (
         "unknown adapter 'shonen_v9'; valid adapters: base, general_support, jp_style, manga_domain"
     )

@@ -4,15 +4,20 @@ refusal to start (exit 1, every problem named) before anything listens."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from gateway.__main__ import effective_config, main
+from gateway.__main__ import effective_config, log_to_stderr, main
 from gateway.config import DEFAULT_CONFIG, Environment, GatewayConfigError, load_gateway_config
 from gateway.protocol import InvocationRequest
 from gateway.routing import Router, served_adapters
 from gateway.supervisor import engine_command
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 CONTRACT = {"ENDPOINT_NAME": "manga-chat", "VARIANT_NAME": "canary", "MODEL_VERSION": "llama-q4-v7"}
 SHIPPED = ("manga_domain", "general_support", "jp_style")
@@ -135,6 +140,18 @@ def test_the_effective_knobs_are_the_engines_flags(model_dir: Path) -> None:
     assert config.budget.max_model_len == 4096
 
 
+@pytest.fixture
+def gateway_logger() -> Iterator[None]:
+    """Whatever a test does to the ``gateway`` logger is undone afterwards."""
+    logger = logging.getLogger("gateway")
+    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
+    yield
+    logger.handlers[:] = handlers
+    logger.setLevel(level)
+    logger.propagate = propagate
+
+
+@pytest.mark.usefixtures("gateway_logger")
 def test_serve_refuses_to_start_naming_every_problem(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -142,6 +159,7 @@ def test_serve_refuses_to_start_naming_every_problem(
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SM_VLLM_MAX_NUM_SEQ", "8")
     monkeypatch.setenv("SM_VLLM_MAX_NUM_SEQS", "lots")
+    log_to_stderr()  # as the entrypoint does, now that sys.stderr is capsys's
 
     assert main(["serve"]) == 1
 
