@@ -36,7 +36,7 @@ from devtools.cfn_yaml import (
     parameter_values,
     pseudo_parameters,
     resolve,
-    resources_of_type,
+    stack_resources,
 )
 from devtools.emulator_extensions.events_lambda import Delivery, deliveries
 from devtools.lambda_dispatch import cold_start_environment, dispatch_lambdas, load_handler_module
@@ -96,26 +96,6 @@ def _namespaces(props: Mapping[str, Any], refs: Mapping[str, str]) -> set[str]:
     return {str(resolve(n, refs)) for n in found if n is not None}
 
 
-def _alarms_of(
-    template: Mapping[str, Any], stack_name: str, refs: Mapping[str, str], path: str
-) -> Iterator[TemplateAlarm]:
-    conditions = condition_values(template, refs)
-    for logical_id, resource in resources_of_type(template, "AWS::CloudWatch::Alarm").items():
-        where = f"{path}{logical_id}"
-        if "Condition" in resource and not conditions[resource["Condition"]]:
-            continue
-        namespaces = _namespaces(resource["Properties"], refs)
-        if namespaces != {NAMESPACE}:
-            logger.info("alarm %s skipped: it watches %s, the emulator produces %s", where, namespaces, NAMESPACE)
-            continue
-        props = resolve(resource["Properties"], refs, conditions)
-        props.setdefault("AlarmName", f"{stack_name}-{logical_id}")  # CloudFormation adds a random suffix too
-        for query in props.get("Metrics") or []:
-            if "Expression" in query:
-                parse_expression(query["Expression"])  # refuse unsupported metric math at deployment, loudly
-        yield TemplateAlarm(where, _typed(props, _PUT_METRIC_ALARM, where))
-
-
 def template_alarms(
     stack_name: str, parameters: Mapping[str, str] | None = None, template: Path = TEMPLATE
 ) -> list[TemplateAlarm]:
@@ -126,21 +106,21 @@ def template_alarms(
     UnresolvableError
         When an alarm needs something only a deployed stack has, or a parameter is unknown or missing.
     """
-    top = load(template)
-    refs = {**pseudo_parameters(stack_name), **parameter_values(top, parameters)}
-    conditions = condition_values(top, refs)
-    alarms = list(_alarms_of(top, stack_name, refs, ""))
-    for app_id, app in resources_of_type(top, "AWS::Serverless::Application").items():
-        if "Condition" in app and not conditions[app["Condition"]]:
+    alarms = []
+    for resource in stack_resources(template, "AWS::CloudWatch::Alarm", stack_name, parameters):
+        namespaces = _namespaces(resource.properties, resource.refs)
+        if namespaces != {NAMESPACE}:
+            logger.info(
+                "alarm %s skipped: it watches %s, the emulator produces %s", resource.path, namespaces, NAMESPACE
+            )
             continue
-        location = resolve(app["Properties"]["Location"], refs, conditions)
-        if not isinstance(location, str):
-            raise UnresolvableError(f"{app_id}: only a local template Location is emulated, got {location!r}")
-        nested = load(template.parent / location)
-        given = resolve(app["Properties"].get("Parameters") or {}, refs, conditions)
-        nested_name = f"{stack_name}-{app_id}"
-        nested_refs = {**pseudo_parameters(nested_name), **parameter_values(nested, given)}
-        alarms.extend(_alarms_of(nested, nested_name, nested_refs, f"{app_id}/"))
+        props = resource.resolved()
+        logical_id = resource.path.rsplit("/", 1)[-1]
+        props.setdefault("AlarmName", f"{resource.stack_name}-{logical_id}")  # CloudFormation adds a random suffix too
+        for query in props.get("Metrics") or []:
+            if "Expression" in query:
+                parse_expression(query["Expression"])  # refuse unsupported metric math at deployment, loudly
+        alarms.append(TemplateAlarm(resource.path, _typed(props, _PUT_METRIC_ALARM, resource.path)))
     return alarms
 
 

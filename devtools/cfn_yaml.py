@@ -12,7 +12,8 @@ naming it, so a caller never acts on a half-resolved value.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -193,3 +194,55 @@ def _sub_variable(name: str, names: Mapping[str, str]) -> str:
     if name not in names:
         raise UnresolvableError(f"${{{name}}} in !Sub names no parameter (a resource attribute needs a deployed stack)")
     return names[name]
+
+
+@dataclass(frozen=True)
+class StackResource:
+    """A resource of a deployed stack, its own template and nested applications included, before resolution."""
+
+    path: str  # logical ids from the top: "PrimaryVariantRemediation/QueueDepthAlarm"
+    stack_name: str  # the (nested) stack that holds it
+    properties: dict[str, Any]
+    refs: dict[str, str]  # parameter and pseudo-parameter values in that stack
+    conditions: dict[str, bool]
+
+    def resolved(self) -> Any:
+        return resolve(self.properties, self.refs, self.conditions)
+
+
+def stack_resources(
+    template: Path, kind: str, stack_name: str, parameters: Mapping[str, str] | None = None
+) -> Iterator[StackResource]:
+    """Every ``kind`` resource a deployment of ``template`` creates, through its local ``AWS::Serverless::Application``
+    templates (parameters passed as the parent resolves them), skipping resources whose ``Condition`` is false.
+
+    Raises
+    ------
+    UnresolvableError
+        For a parameter that is unknown or missing, or an application whose ``Location`` is not a local file.
+    """
+    top = load(template)
+    refs = {**pseudo_parameters(stack_name), **parameter_values(top, parameters)}
+    yield from _resources_in(top, kind, stack_name, refs, "")
+    conditions = condition_values(top, refs)
+    for app_id, app in resources_of_type(top, "AWS::Serverless::Application").items():
+        if "Condition" in app and not conditions[app["Condition"]]:
+            continue
+        location = resolve(app["Properties"]["Location"], refs, conditions)
+        if not isinstance(location, str):
+            raise UnresolvableError(f"{app_id}: only a local template Location is emulated, got {location!r}")
+        nested = load(template.parent / location)
+        given = resolve(app["Properties"].get("Parameters") or {}, refs, conditions)
+        nested_name = f"{stack_name}-{app_id}"
+        nested_refs = {**pseudo_parameters(nested_name), **parameter_values(nested, given)}
+        yield from _resources_in(nested, kind, nested_name, nested_refs, f"{app_id}/")
+
+
+def _resources_in(
+    template: Mapping[str, Any], kind: str, stack_name: str, refs: dict[str, str], path: str
+) -> Iterator[StackResource]:
+    conditions = condition_values(template, refs)
+    for logical_id, resource in resources_of_type(template, kind).items():
+        if "Condition" in resource and not conditions[resource["Condition"]]:
+            continue
+        yield StackResource(f"{path}{logical_id}", stack_name, resource["Properties"], refs, conditions)

@@ -38,9 +38,9 @@ def test_scheduler_event_plans_the_week_from_the_shipped_calendar(
     assert plan["invalid_entries"] == []
     created = AutoScaling().list_scheduled_actions("manga-chat-prod", "primary", "prescale-")
     assert len(created) == len(plan["changes"]) > 0
-    # Friday 2026-12-04 20:00 JST simulpub (x2.5): 10 instances from 18:00 JST.
-    friday = next(a for a in created if a.name == "prescale-manga-chat-prod-primary-20261204T0900Z")
-    assert (friday.schedule, friday.timezone, friday.min_capacity) == ("at(2026-12-04T18:00:00)", "Asia/Tokyo", 10)
+    # Friday 2026-12-04 20:00 JST simulpub (x2.5): 10 instances from 19:00 JST (lead time 60 min).
+    friday = next(a for a in created if a.name == "prescale-manga-chat-prod-primary-20261204T1000Z")
+    assert (friday.schedule, friday.timezone, friday.min_capacity) == ("at(2026-12-04T19:00:00)", "Asia/Tokyo", 10)
     # Every change is counted in an EMF metric on stdout (CloudWatch Logs turns it into a metric).
     emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
     assert emf and emf[-1]["PrescaleActionChanges"] == [float(len(created))]

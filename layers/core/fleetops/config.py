@@ -32,6 +32,10 @@ class VariantConfig(_Strict):
     headroom: float = Field(default=1.2, ge=1.0, description="factor over the computed need")
     floor: int = Field(ge=1, description="never fewer instances than this")
     cap: int = Field(ge=1, description="never more instances than this")
+    instance_type: str = Field(default="ml.g5.2xlarge", min_length=1)
+    price_per_instance_hour: float | None = Field(
+        default=None, ge=0, description="on-demand USD per instance-hour; the capacity simulator's cost figures"
+    )
 
     @model_validator(mode="after")
     def _floor_below_cap(self) -> VariantConfig:

@@ -1,0 +1,154 @@
+"""One SageMaker variant, minute by minute: Application Auto Scaling's capacity, instances that take minutes to
+arrive, a bounded queue, and what users saw.
+
+The model, and what it leaves out:
+- ``Scaler`` is the scalable target: MinCapacity, MaxCapacity and the desired count, clamped as Application
+  Auto Scaling clamps it (raising MinCapacity raises the desired count at once; lowering it does not lower it).
+- Each launched instance takes a provisioning delay drawn from ``provisioning_s`` (SageMaker's 5-8 minutes)
+  plus ``container_ready_s`` (the container's start to a healthy ``/ping``) before it serves. Scale-in removes
+  instances still provisioning first, then serving ones, and takes effect at once.
+- Every serving instance handles ``capacity_rps_per_instance`` (fleet.yaml: the rate at target latency). What
+  a minute cannot serve waits in a FIFO queue; a request that would wait longer than ``max_queue_wait_s``
+  (SageMaker's 60 s invocation timeout) fails, as the 429s and timeouts users saw.
+- Billing counts every launched instance, provisioning or serving, per minute.
+- One pool for the variant: no per-instance imbalance, no request-length mix, no instance failures.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from fleetsim.traffic import TICK_S, Trace
+
+
+@dataclass(frozen=True)
+class FleetParams:
+    capacity_rps_per_instance: float
+    provisioning_s: tuple[int, int] = (300, 480)
+    container_ready_s: int = 75  # vLLM on an A10G: weights ~15 s, CUDA graphs ~30 s, warm-up ~10 s
+    max_queue_wait_s: float = 60.0
+    degraded_wait_s: float = 1.0  # a minute whose queue makes people wait longer than this is degraded
+
+    def __post_init__(self) -> None:
+        low, high = self.provisioning_s
+        if not 0 <= low <= high:
+            raise ValueError(f"provisioning_s must be (low, high) with 0 <= low <= high, got {self.provisioning_s}")
+
+    @property
+    def per_instance_per_tick(self) -> float:
+        return self.capacity_rps_per_instance * TICK_S
+
+    @property
+    def fastest_arrival_s(self) -> int:
+        return self.provisioning_s[0] + self.container_ready_s
+
+
+@dataclass
+class Scaler:
+    """The variant's scalable target as Application Auto Scaling keeps it."""
+
+    min_capacity: int
+    max_capacity: int
+    desired: int
+
+    def set_range(self, min_capacity: int, max_capacity: int) -> None:
+        self.min_capacity, self.max_capacity = min_capacity, max_capacity
+        self.desired = min(max(self.desired, min_capacity), max_capacity)
+
+    def set_desired(self, desired: int) -> None:
+        self.desired = min(max(desired, self.min_capacity), self.max_capacity)
+
+
+@dataclass(frozen=True)
+class Minute:
+    """What happened in one minute of one policy's run."""
+
+    at: datetime
+    arrived: int
+    served: int
+    failed: int
+    queued: float  # waiting at the end of the minute
+    wait_s: float  # how long the last request queued in this minute will wait
+    serving: int  # instances in service
+    billed: int  # instances launched, serving or still provisioning
+    desired: int
+    min_capacity: int
+
+    @property
+    def queue_per_instance(self) -> float:
+        """vLLM's ``num_requests_waiting`` averaged over instances: the ``QueueDepth`` metric."""
+        return self.queued / self.serving if self.serving else self.queued
+
+    @property
+    def invocations_per_instance(self) -> float:
+        """SageMaker's ``InvocationsPerInstance`` for the minute (every arrival counts, failed or not)."""
+        return self.arrived / max(1, self.serving)
+
+
+class Policy(Protocol):
+    """Drives a :class:`Scaler`: ``before`` sees the clock (schedules), ``after`` sees each minute's metrics."""
+
+    name: str
+
+    def before(self, at: datetime, scaler: Scaler) -> None: ...
+
+    def after(self, minute: Minute, scaler: Scaler) -> None: ...
+
+
+@dataclass
+class _Instances:
+    ready_at: list[float] = field(default_factory=list)  # seconds from the start, one per launched instance
+
+    def serving(self, start_s: float, end_s: float) -> tuple[int, float]:
+        """Instances serving some of ``[start_s, end_s)``, and their capacity in instance-minutes."""
+        ready = [r for r in self.ready_at if r < end_s]
+        return len(ready), sum(min(1.0, (end_s - max(r, start_s)) / (end_s - start_s)) for r in ready)
+
+    def resize(self, desired: int, now_s: float, delay: random.Random, params: FleetParams) -> None:
+        while len(self.ready_at) < desired:
+            self.ready_at.append(now_s + delay.uniform(*params.provisioning_s) + params.container_ready_s)
+        if len(self.ready_at) > desired:
+            self.ready_at.sort()  # the latest to be ready go first: provisioning ones before serving ones
+            del self.ready_at[desired:]
+
+
+def run(trace: Trace, policy: Policy, scaler: Scaler, params: FleetParams, *, seed: int) -> list[Minute]:
+    """Play ``trace`` against ``policy``; the instances ``scaler.desired`` names at the start are already serving."""
+    delays = random.Random(seed)
+    instances = _Instances([0.0] * scaler.desired)
+    queued = 0.0
+    minutes: list[Minute] = []
+    per_instance = params.per_instance_per_tick
+    for tick, arrived in enumerate(trace.requests):
+        at = trace.time(tick)
+        policy.before(at, scaler)
+        now_s = tick * TICK_S
+        instances.resize(scaler.desired, now_s, delays, params)
+        serving, share = instances.serving(now_s, now_s + TICK_S)  # one ready mid-minute serves the rest of it
+        capacity = share * per_instance
+        waiting = queued + arrived
+        served = min(waiting, capacity)
+        left = waiting - served
+        bound = serving * params.capacity_rps_per_instance * params.max_queue_wait_s
+        failed = max(0.0, left - bound)
+        queued = left - failed
+        rate = serving * params.capacity_rps_per_instance
+        minute = Minute(
+            at=at,
+            arrived=arrived,
+            served=round(served),
+            failed=math.ceil(failed - 1e-9),
+            queued=queued,
+            wait_s=queued / rate if rate else (math.inf if queued else 0.0),
+            serving=serving,
+            billed=len(instances.ready_at),
+            desired=scaler.desired,
+            min_capacity=scaler.min_capacity,
+        )
+        minutes.append(minute)
+        policy.after(minute, scaler)
+    return minutes

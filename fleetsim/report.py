@@ -1,0 +1,130 @@
+"""What each run cost and what users saw: the numbers, a table for people, a plot."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from fleetsim.fleet import FleetParams, Minute
+from fleetsim.traffic import Trace, Window
+
+#: How long after an unpredicted spike starts its cost is still counted (capacity may arrive late).
+SPIKE_TAIL = timedelta(minutes=30)
+
+
+@dataclass(frozen=True)
+class Summary:
+    requests: int
+    failed: int
+    failed_pct: float
+    failed_on_calendar_events: int
+    failed_pct_on_calendar_events: float
+    failed_in_unpredicted_spikes: int
+    minutes_degraded: int
+    worst_queue_wait_s: float
+    spike_to_capacity_s: float | None  # the slowest unpredicted spike -> first instance added; None: none added
+    instance_hours: float
+    cost_usd: float | None
+
+    def as_dict(self) -> dict[str, float | int | None]:
+        return asdict(self)
+
+
+def _inside(minute: Minute, windows: Sequence[Window], tail: timedelta = timedelta(0)) -> bool:
+    return any(w.start <= minute.at < w.end + tail for w in windows)
+
+
+def _spike_to_capacity_s(minutes: Sequence[Minute], spikes: Sequence[Window]) -> float | None:
+    slowest: float | None = None
+    for spike in spikes:
+        during = [m for m in minutes if spike.start <= m.at < spike.end + SPIKE_TAIL]
+        if not during:
+            continue
+        raised = next((m for m in during if m.serving > during[0].serving), None)
+        if raised is None:
+            return None
+        seconds = (raised.at - spike.start).total_seconds()
+        slowest = seconds if slowest is None else max(slowest, seconds)
+    return slowest
+
+
+def summarize(minutes: Sequence[Minute], trace: Trace, params: FleetParams, price: float | None) -> Summary:
+    events = [w for w in trace.windows if w.predicted]
+    spikes = [w for w in trace.windows if not w.predicted]
+    requests = sum(m.arrived for m in minutes)
+    failed = sum(m.failed for m in minutes)
+    on_events = [m for m in minutes if _inside(m, events)]
+    event_requests = sum(m.arrived for m in on_events)
+    event_failed = sum(m.failed for m in on_events)
+    hours = sum(m.billed for m in minutes) / 60
+    return Summary(
+        requests=requests,
+        failed=failed,
+        failed_pct=round(100 * failed / requests, 4) if requests else 0.0,
+        failed_on_calendar_events=event_failed,
+        failed_pct_on_calendar_events=round(100 * event_failed / event_requests, 4) if event_requests else 0.0,
+        failed_in_unpredicted_spikes=sum(m.failed for m in minutes if _inside(m, spikes, SPIKE_TAIL)),
+        minutes_degraded=sum(1 for m in minutes if m.failed or m.wait_s > params.degraded_wait_s),
+        worst_queue_wait_s=round(max((m.wait_s for m in minutes), default=0.0), 1),
+        spike_to_capacity_s=_spike_to_capacity_s(minutes, spikes),
+        instance_hours=round(hours, 2),
+        cost_usd=round(hours * price, 2) if price is not None else None,
+    )
+
+
+def table(summaries: Mapping[str, Summary], oracle: str = "oracle") -> str:
+    """One row per policy, for a terminal."""
+    base = summaries.get(oracle)
+    header = (
+        f"{'policy':<10} {'failed':>8} {'failed %':>9} {'on events %':>12} {'in spikes':>10} {'degraded min':>13} "
+        f"{'worst wait':>11} {'spike->cap':>11} {'inst-hours':>11} {'cost':>10} {'vs oracle':>10}"
+    )
+    lines = [header, "-" * len(header)]
+    for name, s in summaries.items():
+        spike = "-" if s.spike_to_capacity_s is None else f"{s.spike_to_capacity_s / 60:.0f} min"
+        cost = "-" if s.cost_usd is None else f"${s.cost_usd:,.0f}"
+        ratio = f"x{s.instance_hours / base.instance_hours:.3f}" if base and base.instance_hours else "-"
+        lines.append(
+            f"{name:<10} {s.failed:>8,} {s.failed_pct:>9.3f} {s.failed_pct_on_calendar_events:>12.3f} "
+            f"{s.failed_in_unpredicted_spikes:>10,} {s.minutes_degraded:>13,} {s.worst_queue_wait_s:>10.0f}s "
+            f"{spike:>11} {s.instance_hours:>11,.1f} {cost:>10} {ratio:>10}"
+        )
+    return "\n".join(lines)
+
+
+def plot(runs: Mapping[str, Sequence[Minute]], trace: Trace, params: FleetParams, path: Path, title: str) -> Path:
+    """Traffic (with calendar events and unpredicted spikes shaded), the capacity it needed, each policy's capacity."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on a server or in CI
+    import matplotlib.pyplot as plt
+
+    times = [trace.time(i) for i in range(len(trace))]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(14, 7), sharex=True, height_ratios=[1, 1.3])
+    top.plot(times, [r / 60 for r in trace.requests], color="black", linewidth=0.6, label="traffic (requests/s)")
+    for window in trace.windows:
+        colour = "tab:green" if window.predicted else "tab:red"
+        for axis in (top, bottom):
+            axis.axvspan(window.start, window.end, color=colour, alpha=0.12, linewidth=0)
+    top.set_ylabel("requests/s")
+    top.set_title(title)
+    top.legend(loc="upper left")
+    per_instance = params.per_instance_per_tick
+    bottom.plot(times, [r / per_instance for r in trace.requests], color="grey", linewidth=0.5, label="needed")
+    styles = {"oracle": ("tab:gray", "--"), "reactive": ("tab:orange", "-"), "project": ("tab:blue", "-")}
+    for name, minutes in runs.items():
+        colour, line = styles.get(name, ("tab:purple", "-"))
+        bottom.step(times, [m.serving for m in minutes], where="post", color=colour, linestyle=line, label=name)
+        failed = [(m.at, m.serving) for m in minutes if m.failed]
+        if failed:
+            bottom.scatter(*zip(*failed, strict=True), color=colour, marker="x", s=12, label=f"{name}: failed requests")
+    bottom.set_ylabel("instances serving")
+    bottom.legend(loc="upper left", ncols=3)
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

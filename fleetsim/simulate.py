@@ -1,0 +1,157 @@
+"""Put it together: the fleet file, playbook and template in; reactive, project and oracle runs of one trace out."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from fleetops.calendar import CalendarEntry, InvalidEntry
+from fleetops.capacity import instances_for
+from fleetops.config import EndpointConfig, FleetConfig, VariantConfig, load_fleet_config
+from fleetops.prescale.reconciler import load_calendar
+from fleetops.remediation.models import Playbook, load_playbook
+from fleetsim import stack
+from fleetsim.fleet import FleetParams, Minute, Policy, Scaler, run
+from fleetsim.policies import AlarmResponse, CalendarPrescale, Combined, TargetTracking
+from fleetsim.traffic import TICK_S, Trace
+
+CONFIG_DIR = stack.REPO / "layers" / "core" / "fleet_config"
+FLEET = CONFIG_DIR / "fleet.yaml"
+PLAYBOOK = CONFIG_DIR / "playbook.yaml"
+POLICIES = ("reactive", "project", "oracle")
+
+
+class SetupError(ValueError):
+    """The simulation cannot start: unknown endpoint, invalid extra calendar entries, a template without a policy."""
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Everything a run needs, read from the project's own files."""
+
+    config: FleetConfig
+    endpoint: EndpointConfig
+    variant: VariantConfig
+    playbook: Playbook
+    tracking: stack.TargetTrackingSpec
+    prescale_interval_s: int
+    params: FleetParams
+    one_off_rows: tuple[dict[str, Any], ...] = ()
+
+    def calendar(self) -> tuple[list[CalendarEntry], list[InvalidEntry]]:
+        return load_calendar(self.config, list(self.one_off_rows))
+
+
+def load_setup(
+    endpoint_name: str,
+    *,
+    fleet: Path = FLEET,
+    playbook: Path = PLAYBOOK,
+    template: Path = stack.TEMPLATE,
+    one_off_rows: Sequence[dict[str, Any]] = (),
+    provisioning_s: tuple[int, int] | None = None,
+    container_ready_s: int | None = None,
+) -> Setup:
+    """Read the fleet, playbook and template for ``endpoint_name``'s primary variant.
+
+    Raises
+    ------
+    SetupError
+        For an endpoint not in the fleet file, extra calendar entries that do not validate, or a variant the
+        template gives no target-tracking policy.
+    """
+    config = load_fleet_config(fleet)
+    endpoint = config.endpoint(endpoint_name)
+    if endpoint is None:
+        known = ", ".join(sorted(config.endpoint_names()))
+        raise SetupError(f"endpoint {endpoint_name!r} is not in {fleet} (it has: {known})")
+    variant = next(v for v in endpoint.variants if v.role == "primary")
+    tracking = stack.target_tracking(endpoint.name, variant.name, template)
+    if tracking is None:
+        raise SetupError(f"{template} declares no target-tracking policy for {endpoint.name}/{variant.name}")
+    params = FleetParams(capacity_rps_per_instance=variant.capacity_rps_per_instance)
+    if provisioning_s is not None:
+        params = replace(params, provisioning_s=provisioning_s)
+    if container_ready_s is not None:
+        params = replace(params, container_ready_s=container_ready_s)
+    setup = Setup(
+        config=config,
+        endpoint=endpoint,
+        variant=variant,
+        playbook=load_playbook(playbook),
+        tracking=tracking,
+        prescale_interval_s=stack.prescale_interval_s(template),
+        params=params,
+        one_off_rows=tuple(one_off_rows),
+    )
+    invalid = [e for e in setup.calendar()[1] if e.source == "calendar-table"]
+    if invalid:
+        lines = "; ".join(f"{e.name}: {', '.join(e.errors)}" for e in invalid)
+        raise SetupError(f"invalid extra calendar entries: {lines}")
+    return setup
+
+
+def make_policy(name: str, setup: Setup) -> Policy:
+    tracking = TargetTracking(setup.tracking)
+    if name == "reactive":
+        return Combined("reactive", [tracking])
+    if name == "project":
+        prescale = CalendarPrescale(setup.config, setup.endpoint, setup.one_off_rows, setup.prescale_interval_s)
+        responder = AlarmResponse(setup.playbook, setup.endpoint.name, setup.variant)
+        return Combined("project", [prescale, tracking, responder])
+    raise ValueError(f"unknown policy {name!r}; known: {POLICIES}")
+
+
+def oracle(trace: Trace, setup: Setup) -> list[Minute]:
+    """The least capacity that serves every minute's requests within the minute, knowing the future.
+
+    It launches each instance exactly the fastest possible provisioning time before it is needed and removes
+    it the minute it is not, so no policy that serves every minute in time is billed for fewer instance-hours.
+    It keeps the variant's floor (availability, not load) and ignores its cap (it says what was needed).
+    """
+    per_instance = setup.params.per_instance_per_tick
+    need = [max(setup.variant.floor, math.ceil(round(a / per_instance, 9))) for a in trace.requests]
+    lead = max(1, math.ceil(setup.params.fastest_arrival_s / TICK_S))
+    minutes = []
+    for tick, arrived in enumerate(trace.requests):
+        billed = max(need[tick : tick + lead])
+        minutes.append(
+            Minute(
+                at=trace.time(tick),
+                arrived=arrived,
+                served=arrived,
+                failed=0,
+                queued=0.0,
+                wait_s=0.0,
+                serving=need[tick],
+                billed=billed,
+                desired=billed,
+                min_capacity=setup.variant.floor,
+            )
+        )
+    return minutes
+
+
+def simulate(
+    trace: Trace,
+    setup: Setup,
+    *,
+    seed: int,
+    policies: Sequence[str] = POLICIES,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, list[Minute]]:
+    """Each policy's minutes on the same trace, the same instance delays (``seed``) and the same start."""
+    runs: dict[str, list[Minute]] = {}
+    for name in policies:
+        if progress:
+            progress(f"simulating {name} over {len(trace) * TICK_S / 86400:.1f} days")
+        if name == "oracle":
+            runs[name] = oracle(trace, setup)
+            continue
+        start = instances_for(setup.variant, 1.0)
+        scaler = Scaler(min_capacity=setup.variant.floor, max_capacity=setup.variant.cap, desired=start)
+        runs[name] = run(trace, make_policy(name, setup), scaler, setup.params, seed=seed)
+    return runs
