@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 export PYTHONPATH := layers/core:gpu_container:.
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo test lint typecheck validate unit integration container bench clean install
+.PHONY: demo test lint typecheck validate unit integration container bench simulate clean install
 
 install: $(STAMPS)/venv $(STAMPS)/sam $(STAMPS)/node
 
@@ -47,7 +47,7 @@ lint: $(STAMPS)/venv
 	$(BIN)/hadolint gpu_container/Dockerfile
 
 typecheck: $(STAMPS)/venv
-	$(BIN)/mypy layers/core functions gpu_container/gateway devtools bench demo
+	$(BIN)/mypy layers/core functions gpu_container/gateway devtools fleetsim bench demo
 
 validate: $(STAMPS)/sam $(STAMPS)/node
 	@for t in template.yaml templates/*.yaml; do $(SAM_VENV)/bin/sam validate --lint --template "$$t" || exit 1; done
@@ -65,6 +65,11 @@ container: $(STAMPS)/venv
 # `make bench` runs every benchmark; `make bench BENCH=handler_import` runs one.
 bench: $(STAMPS)/venv
 	$(BIN)/python -m bench $(BENCH)
+
+# The capacity simulator (README, Operate): `make simulate ARGS="--from 2026-12-04 --days 1 --calendar release.yaml"`.
+ARGS ?= --help
+simulate: $(STAMPS)/venv
+	$(BIN)/python -m fleetsim $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) $(STAMPS) node_modules .aws-sam .pytest_cache .mypy_cache .ruff_cache

@@ -1,4 +1,4 @@
-"""Demo part 1, the main story: the control plane drives the real container on one local system.
+"""Demo part 2, the main story: the control plane drives the real container on one local system.
 
 The endpoint ``manga-chat`` serves v1 from the project's container (gateway + a real CPU vLLM engine with the
 tiny model). Then, with users asking all along:
@@ -8,8 +8,8 @@ tiny model). Then, with users asking all along:
    waits for a person at 50 %; Japanese readers arrive, the canary's engine dies on their prompts, the gateway
    answers with its fallback, the canary's alarms breach, and the alarm responder's rollback takes the rollout's
    lease, aborts it and puts the canary at weight 0.
-3. A release-day burst queues in vLLM on the small primary; the queue-depth alarm fires and the responder
-   raises MinCapacity.
+3. The Friday spike, played for real: a burst queues in vLLM on the small primary; the queue-depth alarm fires
+   and the responder raises MinCapacity.
 
 Every metric comes from the gateways' EMF lines, every alarm from the templates, every decision from the real
 handlers and state machines (see devtools/local_system.py). Alarm time runs 20 times faster than on AWS.
@@ -70,7 +70,7 @@ def _broken_canary(system: LocalSystem) -> None:
 
 
 def _burst(system: LocalSystem) -> None:
-    _say("\n--- 3. release-day burst on the small primary: queue-depth alarm -> MinCapacity raised")
+    _say("\n--- 3. the Friday spike on the small primary: queue-depth alarm -> MinCapacity raised")
     outcome = queue_build_up(system)
     raised = f"{outcome.min_capacity_before} -> {outcome.min_capacity_after}"
     _say(f"MinCapacity {raised}, {outcome.load_to_capacity_s:.1f} s after the burst began")
