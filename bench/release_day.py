@@ -57,7 +57,7 @@ def run() -> dict[str, float]:
         timings.append(time.perf_counter() - started)
     price = setup.variant.price_per_instance_hour
     s = {name: summarize(minutes, trace, setup.params, price) for name, minutes in runs.items()}
-    plot(runs, trace, setup.params, PLOT, "release week: shipped calendar + one unpredicted x2 spike (seed 7)")
+    plot(runs, trace, PLOT, "release week: shipped calendar + one unpredicted x2 spike (seed 7)")
     oracle_hours = s["oracle"].instance_hours
     return {
         "failed_pct_reactive": s["reactive"].failed_pct,

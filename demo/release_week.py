@@ -37,4 +37,4 @@ def run(emulator: MotoServer) -> None:
           f"{reactive.failed_pct_on_calendar_events:g} %. The unpredicted spike ({SPIKE.start:%a %H:%M} JST): project "
           f"failed {project.failed_in_unpredicted_spikes:,}, reactive {reactive.failed_in_unpredicted_spikes:,} "
           "requests; no policy adds an instance faster than SageMaker provisions one.")  # fmt: skip
-    print(f"plot: {plot(runs, trace, setup.params, PLOT, 'release week (seed 7)')}")
+    print(f"plot: {plot(runs, trace, PLOT, 'release week (seed 7)')}")

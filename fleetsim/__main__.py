@@ -149,7 +149,7 @@ def main(argv: Sequence[str]) -> int:
         f"{setup.endpoint.name}/{setup.variant.name}: {trace.start:%Y-%m-%d %H:%M} UTC, "
         f"{len(trace) / 1440:.1f} days, seed {args.seed}"
     )
-    plot = report.plot(runs, trace, setup.params, args.plot, title) if args.plot else None
+    plot = report.plot(runs, trace, args.plot, title) if args.plot else None
     if args.json:
         print(json.dumps(_as_json(setup, trace, summaries, plot), indent=2))
         return 0

@@ -94,7 +94,7 @@ def table(summaries: Mapping[str, Summary], oracle: str = "oracle") -> str:
     return "\n".join(lines)
 
 
-def plot(runs: Mapping[str, Sequence[Minute]], trace: Trace, params: FleetParams, path: Path, title: str) -> Path:
+def plot(runs: Mapping[str, Sequence[Minute]], trace: Trace, path: Path, title: str) -> Path:
     """Traffic (with calendar events and unpredicted spikes shaded), the capacity it needed, each policy's capacity."""
     import matplotlib
 
@@ -111,12 +111,11 @@ def plot(runs: Mapping[str, Sequence[Minute]], trace: Trace, params: FleetParams
     top.set_ylabel("requests/s")
     top.set_title(title)
     top.legend(loc="upper left")
-    per_instance = params.per_instance_per_tick
-    bottom.plot(times, [r / per_instance for r in trace.requests], color="grey", linewidth=0.5, label="needed")
-    styles = {"oracle": ("tab:gray", "--"), "reactive": ("tab:orange", "-"), "project": ("tab:blue", "-")}
+    styles = {"oracle": ("tab:gray", 0.5), "reactive": ("tab:orange", 1.2), "project": ("tab:blue", 1.2)}
     for name, minutes in runs.items():
-        colour, line = styles.get(name, ("tab:purple", "-"))
-        bottom.step(times, [m.serving for m in minutes], where="post", color=colour, linestyle=line, label=name)
+        colour, width = styles.get(name, ("tab:purple", 1.2))
+        label = "oracle (the capacity each minute needed)" if name == "oracle" else name
+        bottom.step(times, [m.serving for m in minutes], where="post", color=colour, linewidth=width, label=label)
         failed = [(m.at, m.serving) for m in minutes if m.failed]
         if failed:
             bottom.scatter(*zip(*failed, strict=True), color=colour, marker="x", s=12, label=f"{name}: failed requests")
