@@ -135,7 +135,7 @@ class InvocationService:
                 return response
             content = await response.read()
             if response.status < 500:
-                # vLLM refused a pass-through field (e.g. a bad temperature): its body, its status; a 4xx all the same.
+                # vLLM refused a pass-through field (e.g. a bad temperature): its message, its status.
                 self.metrics.increment(MetricName.CLIENT_ERRORS)
                 return Response(content, response.status, headers, "application/json")
             failure = self._engine_failed(_classify(response.status, content))
@@ -192,7 +192,7 @@ class InvocationService:
                     tokens_out += marks
                     yield chunk
         except TimeoutError:
-            self.metrics.increment(MetricName.REQUEST_ERRORS)  # as a plain answer's 504 deadline_exceeded is
+            self.metrics.increment(MetricName.REQUEST_ERRORS)  # counted as the plain answer's deadline_exceeded
             yield wire.last_events(call.adapter, "", wire.FINISH_DEADLINE, json.loads(meta))
             return
         except UpstreamError as exc:
