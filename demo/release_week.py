@@ -11,7 +11,7 @@ from pathlib import Path
 
 from bench.release_day import SEED, SPIKE, release_week
 from devtools.emulator import MotoServer
-from fleetsim.report import plot, summarize, table
+from fleetsim.report import plot, summarize, table, windows
 from fleetsim.simulate import load_setup, simulate
 
 PLOT = Path(__file__).resolve().parents[1] / ".cache" / "demo" / "release_week.png"
@@ -24,9 +24,7 @@ def run(emulator: MotoServer) -> None:
     print(f"{setup.endpoint.name}/{variant.name}: {variant.instance_type} at {variant.capacity_rps_per_instance:g} "
           f"requests/s each, floor {variant.floor}, cap {variant.cap}, baseline {variant.baseline_rps:g} requests/s; "
           f"instances take 5-8 min to provision plus {setup.params.container_ready_s} s to start")  # fmt: skip
-    for window in trace.windows:
-        kind = "calendar   " if window.predicted else "UNPREDICTED"
-        print(f"  {kind} {window.start:%a %H:%M} UTC  x{window.multiplier:g}  {window.name}")
+    print("\n".join(windows(trace)))
     runs = simulate(trace, setup, seed=SEED)
     price = variant.price_per_instance_hour
     summaries = {name: summarize(minutes, trace, setup.params, price) for name, minutes in runs.items()}

@@ -158,9 +158,7 @@ def main(argv: Sequence[str]) -> int:
         f"{setup.variant.instance_type}, {setup.variant.capacity_rps_per_instance:g} requests/s per instance, "
         f"floor {setup.variant.floor}, cap {setup.variant.cap}, ${price or 0:.2f}/instance-hour"
     )
-    for window in trace.windows:
-        kind = "calendar" if window.predicted else "UNPREDICTED"
-        print(f"  {kind:<11} {window.start:%a %m-%d %H:%M} UTC  x{window.multiplier:g}  {window.name}")
+    print("\n".join(report.windows(trace)))
     print()
     print(report.table(summaries))
     if plot:

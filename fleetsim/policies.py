@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from devtools.alarm_evaluator import alarm_state
 from fleetops.audit import AuditRecord
 from fleetops.aws.audit_table import AuditTable
 from fleetops.aws.autoscaling import AutoScaling, ScalableTarget, ScheduledAction
@@ -158,14 +159,16 @@ class CalendarPrescale:
     _autoscaling: SimulatedAutoScaling | None = None
     _next_run: datetime | None = None
 
+    def __post_init__(self) -> None:
+        self._simulated = self.config.model_copy(update={"endpoints": (self.endpoint,)})  # this endpoint only
+
     def before(self, at: datetime, scaler: Scaler) -> None:
         if self._autoscaling is None:
             self._autoscaling = SimulatedAutoScaling(scaler)
         self._autoscaling.fire_due(at)
         if self._next_run is None or at >= self._next_run:
             deps = PrescaleDeps(self._autoscaling, _Rows(self.one_off_rows), _NoAudit(), _Released())
-            one = self.config.model_copy(update={"endpoints": (self.endpoint,)})
-            reconcile(one, deps, now=at, trigger="schedule", dry_run=False)
+            reconcile(self._simulated, deps, now=at, trigger="schedule", dry_run=False)
             self._next_run = at + timedelta(seconds=self.interval_s)
 
     def after(self, minute: Minute, scaler: Scaler) -> None:
@@ -194,14 +197,16 @@ class _AlarmState:
             return min(values)
         return sum(values) / len(values)
 
-    def breaching(self, value: float) -> bool:
-        threshold, op = self.spec.threshold, self.spec.comparison
-        return {
-            "GreaterThanThreshold": value > threshold,
-            "GreaterThanOrEqualToThreshold": value >= threshold,
-            "LessThanThreshold": value < threshold,
-            "LessThanOrEqualToThreshold": value <= threshold,
-        }[op]
+    def verdict(self) -> StateValue:
+        """CloudWatch's M-of-N decision on the datapoints so far, as the local system's alarm evaluator makes it."""
+        state = alarm_state(
+            list(self.datapoints),
+            comparison=self.spec.comparison,
+            threshold=self.spec.threshold,
+            datapoints_to_alarm=self.spec.datapoints_to_alarm or self.spec.evaluation_periods,
+            treat_missing="notBreaching",  # the template's alarms; the simulator never lacks a datapoint anyway
+        ).state
+        return state or self.state
 
 
 @dataclass
@@ -232,12 +237,9 @@ class AlarmResponse:
                 continue
             alarm.datapoints.append(alarm.datapoint())
             alarm.minutes.clear()
-            n = alarm.spec.evaluation_periods
-            while len(alarm.datapoints) > n:
+            while len(alarm.datapoints) > alarm.spec.evaluation_periods:
                 alarm.datapoints.popleft()
-            m = alarm.spec.datapoints_to_alarm or n
-            breaching = sum(alarm.breaching(v) for v in alarm.datapoints)
-            new: StateValue = "ALARM" if breaching >= m else "OK"
+            new = alarm.verdict()
             if new != alarm.state:
                 self._transition(alarm, new, minute.at + timedelta(minutes=1), scaler)
 

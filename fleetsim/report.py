@@ -32,8 +32,8 @@ class Summary:
         return asdict(self)
 
 
-def _inside(minute: Minute, windows: Sequence[Window], tail: timedelta = timedelta(0)) -> bool:
-    return any(w.start <= minute.at < w.end + tail for w in windows)
+def _inside(minute: Minute, spans: Sequence[Window], tail: timedelta = timedelta(0)) -> bool:
+    return any(w.start <= minute.at < w.end + tail for w in spans)
 
 
 def _spike_to_capacity_s(minutes: Sequence[Minute], spikes: Sequence[Window]) -> float | None:
@@ -72,6 +72,15 @@ def summarize(minutes: Sequence[Minute], trace: Trace, params: FleetParams, pric
         instance_hours=round(hours, 2),
         cost_usd=round(hours * price, 2) if price is not None else None,
     )
+
+
+def windows(trace: Trace) -> list[str]:
+    """One line per calendar event and unpredicted spike the trace holds."""
+    lines = []
+    for w in trace.windows:
+        kind = "calendar" if w.predicted else "UNPREDICTED"
+        lines.append(f"  {kind:<11} {w.start:%a %m-%d %H:%M} UTC  x{w.multiplier:g}  {w.name}")
+    return lines
 
 
 def table(summaries: Mapping[str, Summary], oracle: str = "oracle") -> str:
