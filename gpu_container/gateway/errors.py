@@ -102,8 +102,13 @@ class GatewayError(Exception):
         return {"error": {"code": self.code.value, "message": self.message, **self.details}}
 
 
+def count_error(code: ErrorCode, metrics: GatewayMetrics) -> None:
+    """Count the code's metric; a stream that ends in an error event counts as its plain answer would."""
+    if code.metric is not None:
+        metrics.increment(code.metric)
+
+
 def error_response(error: GatewayError, metrics: GatewayMetrics) -> JSONResponse:
     """The error's JSON body with its code's status; counts the code's metric."""
-    if error.code.metric is not None:
-        metrics.increment(error.code.metric)
+    count_error(error.code, metrics)
     return JSONResponse(error.body(), status_code=error.code.status)

@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response
 
 from fleetops.metrics import MetricName
 from gateway import openai_wire as wire
-from gateway.errors import ErrorCode, FallbackReason, GatewayError, error_response
+from gateway.errors import ErrorCode, FallbackReason, GatewayError, count_error, error_response
 from gateway.protocol import InvocationRequest, parse_invocation
 from gateway.relay import RelayResponse
 from gateway.upstream import UpstreamError, UpstreamResponse
@@ -192,7 +192,7 @@ class InvocationService:
                     tokens_out += marks
                     yield chunk
         except TimeoutError:
-            self.metrics.increment(MetricName.REQUEST_ERRORS)  # counted as the plain answer's deadline_exceeded
+            count_error(ErrorCode.DEADLINE_EXCEEDED, self.metrics)
             yield wire.last_events(call.adapter, "", wire.FINISH_DEADLINE, json.loads(meta))
             return
         except UpstreamError as exc:
