@@ -45,6 +45,7 @@ lint: $(STAMPS)/venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/hadolint gpu_container/Dockerfile
+	$(BIN)/lint-imports --no-cache
 
 typecheck: $(STAMPS)/venv
 	$(BIN)/mypy layers/core functions gpu_container/gateway devtools fleetsim bench demo

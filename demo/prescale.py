@@ -11,7 +11,7 @@ from devtools.aws_resources import create_core_resources, create_endpoint
 from devtools.emulator import MotoServer
 from devtools.lambda_dispatch import FakeLambdaContext, load_handler_module
 from fleetops.aws.autoscaling import AutoScaling
-from fleetops.aws.calendar_table import CalendarTable
+from fleetops.prescale.calendar_table import CalendarTable
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENDPOINT = "manga-chat-prod"

@@ -34,8 +34,8 @@ from devtools.state_machines import (
     state_history,
     wait,
 )
-from fleetops.aws.approval_table import APPROVAL_PK
 from fleetops.metrics import NAMESPACE, Dimension, MetricName
+from fleetops.rollout.approval_table import APPROVAL_PK
 from fleetops.tables import REGISTRY_PK, REGISTRY_SK
 
 # start, wait and state_history come from devtools.state_machines and are part of this module's API.

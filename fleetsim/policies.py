@@ -25,11 +25,12 @@ from zoneinfo import ZoneInfo
 from devtools.alarm_evaluator import alarm_state
 from fleetops.audit import AuditRecord
 from fleetops.aws.audit_table import AuditTable
-from fleetops.aws.autoscaling import AutoScaling, ScalableTarget, ScheduledAction
-from fleetops.aws.calendar_table import CalendarTable
+from fleetops.aws.autoscaling import AutoScaling
 from fleetops.aws.switches import KillSwitch
+from fleetops.capacity import ScalableTarget, ScheduledAction
 from fleetops.config import EndpointConfig, FleetConfig, VariantConfig
 from fleetops.metrics import MetricName
+from fleetops.prescale.calendar_table import CalendarTable
 from fleetops.prescale.reconciler import PrescaleDeps, reconcile
 from fleetops.remediation.alarm import ParsedAlarm, StateValue
 from fleetops.remediation.decide import Gate, RailState, decide

@@ -16,18 +16,17 @@ from pydantic import Field, ValidationError
 
 from fleetops.aws.audit_table import AuditTable
 from fleetops.aws.autoscaling import AutoScaling
-from fleetops.aws.endpoint_status import wait_in_service
 from fleetops.aws.lease import EndpointLease
 from fleetops.aws.notifier import Notifier
-from fleetops.aws.remediation_state import RemediationStateStore
-from fleetops.aws.rollback_workflow import RollbackWorkflow
+from fleetops.aws.sagemaker_endpoint import VariantWeights, wait_in_service
 from fleetops.aws.switches import KillSwitch
-from fleetops.aws.variant_weights import VariantWeights
 from fleetops.config import load_fleet_config
 from fleetops.metrics import MetricName
 from fleetops.remediation.alarm import AlarmStateChangeEvent
 from fleetops.remediation.models import load_playbook
 from fleetops.remediation.responder import Ports, RemediationIncompleteError, Responder, ResponderConfig, Response
+from fleetops.remediation.rollback_workflow import RollbackWorkflow
+from fleetops.remediation.state_table import RemediationStateStore
 from fleetops.settings import CommonSettings
 
 if TYPE_CHECKING:

@@ -19,10 +19,10 @@ from aws_lambda_powertools.event_handler import LambdaFunctionUrlResolver, Respo
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
-from fleetops.aws.approval_table import ApprovalTable
 from fleetops.aws.retry import RetryPolicy, call_with_retry
 from fleetops.rollout.approval import ApprovalRefusedError
-from fleetops.rollout.decide import DecideDeps, TaskGoneError, submit_decision
+from fleetops.rollout.approval_gate import DecideDeps, TaskGoneError, submit_decision
+from fleetops.rollout.approval_table import ApprovalTable
 from fleetops.settings import CommonSettings
 
 if TYPE_CHECKING:

@@ -12,9 +12,9 @@ import boto3
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fleetops.aws.approval_table import ApprovalTable
 from fleetops.aws.retry import RetryPolicy, call_with_retry
-from fleetops.rollout.decide import ApprovalRequest, NotifyDeps, request_approval
+from fleetops.rollout.approval_gate import ApprovalRequest, NotifyDeps, request_approval
+from fleetops.rollout.approval_table import ApprovalTable
 from fleetops.settings import CommonSettings
 
 if TYPE_CHECKING:

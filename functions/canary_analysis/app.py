@@ -13,8 +13,8 @@ from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel
 
-from fleetops.aws.canary_metrics import CanaryMetrics
 from fleetops.rollout.analysis import Thresholds, analyse
+from fleetops.rollout.canary_metrics import CanaryMetrics
 
 logger = Logger()
 tracer = Tracer()

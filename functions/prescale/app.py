@@ -11,11 +11,11 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fleetops.aws.audit_table import AuditTable
 from fleetops.aws.autoscaling import AutoScaling
-from fleetops.aws.calendar_table import CalendarTable
 from fleetops.aws.lease import EndpointLease
 from fleetops.aws.switches import KillSwitch
 from fleetops.config import load_fleet_config
 from fleetops.metrics import MetricName
+from fleetops.prescale.calendar_table import CalendarTable
 from fleetops.prescale.events import parse_event
 from fleetops.prescale.models import Plan
 from fleetops.prescale.reconciler import PrescaleDeps, reconcile

@@ -15,8 +15,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel
 
 from fleetops.aws.lease import EndpointLease
-from fleetops.aws.model_pointer import ModelPointerStore
 from fleetops.aws.sagemaker_endpoint import read_endpoint
+from fleetops.rollout.model_pointer import ModelPointerStore
 from fleetops.rollout.rollback import RollbackRequest, plan_rollback
 from fleetops.settings import CommonSettings
 

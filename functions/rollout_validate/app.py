@@ -14,9 +14,9 @@ from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel
 
-from fleetops.aws.model_pointer import ModelPointerStore
 from fleetops.aws.sagemaker_endpoint import read_endpoint
 from fleetops.aws.switches import KillSwitch
+from fleetops.rollout.model_pointer import ModelPointerStore
 from fleetops.rollout.prepare import PrepareDeps, prepare_rollout
 from fleetops.settings import CommonSettings
 

@@ -18,7 +18,8 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway.errors import ErrorCode, GatewayError, error_response
+from gateway.errors import ErrorCode, GatewayError
+from gateway.openai_wire import error_response
 from gateway.relay import RelayResponse
 from gateway.supervisor import EngineState
 from gateway.upstream import Upstream, UpstreamError, UpstreamResponse

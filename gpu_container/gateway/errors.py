@@ -1,7 +1,7 @@
 """Every error a client can get from the gateway: code -> HTTP status, default message, the metric it counts.
 
 The modules that find a problem raise :class:`GatewayError` with an :class:`ErrorCode` and know nothing of
-HTTP; :func:`error_response` is the one place that turns it into the documented body
+HTTP; :func:`gateway.openai_wire.error_response` is the one place that turns it into the documented body
 ``{"error": {"code", "message", ...details}}`` with the code's status, and counts its metric. A new error
 is one line in :class:`ErrorCode` and a ``raise`` where the problem is found.
 
@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
-
-from starlette.responses import JSONResponse
 
 from fleetops.metrics import MetricName
 
@@ -106,9 +104,3 @@ def count_error(code: ErrorCode, metrics: GatewayMetrics) -> None:
     """Count the code's metric; a stream that ends in an error event counts as its plain answer would."""
     if code.metric is not None:
         metrics.increment(code.metric)
-
-
-def error_response(error: GatewayError, metrics: GatewayMetrics) -> JSONResponse:
-    """The error's JSON body with its code's status; counts the code's metric."""
-    count_error(error.code, metrics)
-    return JSONResponse(error.body(), status_code=error.code.status)

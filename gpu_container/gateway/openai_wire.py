@@ -21,9 +21,14 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from starlette.responses import JSONResponse
+
+from gateway.errors import GatewayError, count_error
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from gateway.metrics import GatewayMetrics
     from gateway.tokens import Message
 
 #: Finish reasons only the gateway writes.
@@ -84,3 +89,9 @@ def last_events(model: str, text: str, finish_reason: str, backend: dict[str, An
         "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish_reason}],
     }
     return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n" + _DONE
+
+
+def error_response(error: GatewayError, metrics: GatewayMetrics) -> JSONResponse:
+    """The error's JSON body with its code's status; counts the code's metric."""
+    count_error(error.code, metrics)
+    return JSONResponse(error.body(), status_code=error.code.status)

@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response
 
 from fleetops.metrics import MetricName
 from gateway import openai_wire as wire
-from gateway.errors import ErrorCode, FallbackReason, GatewayError, count_error, error_response
+from gateway.errors import ErrorCode, FallbackReason, GatewayError, count_error
 from gateway.protocol import InvocationRequest, parse_invocation
 from gateway.relay import RelayResponse
 from gateway.upstream import UpstreamError, UpstreamResponse
@@ -91,7 +91,7 @@ class InvocationService:
             adapter = self.router.resolve(request)
             built = self.builder.build(request)
         except GatewayError as exc:
-            return error_response(exc, self.metrics)
+            return wire.error_response(exc, self.metrics)
         if built.trimmed:
             self.metrics.increment(MetricName.BUDGET_TRIMS)
         self.metrics.observe(MetricName.TOKENS_IN, built.prompt_tokens)
@@ -163,7 +163,7 @@ class InvocationService:
 
     def _deadline_plain(self, adapter: str) -> JSONResponse:
         message = f"the request did not finish within {self.containment.request_deadline_s:g} s and was cut off"
-        return error_response(GatewayError(ErrorCode.DEADLINE_EXCEEDED, message, adapter=adapter), self.metrics)
+        return wire.error_response(GatewayError(ErrorCode.DEADLINE_EXCEEDED, message, adapter=adapter), self.metrics)
 
     async def _fallback(self, call: _Call, built: BuiltPrompt, failure: Failure | None) -> Response:
         reason = failure.reason if failure else FallbackReason.ENGINE_UNAVAILABLE

@@ -11,12 +11,13 @@ from botocore.exceptions import ClientError
 
 from devtools.aws_resources import CoreResources, create_core_resources, create_endpoint
 from fleetops.aws.audit_table import AuditTable
-from fleetops.aws.autoscaling import AutoScaling, ScheduledAction
-from fleetops.aws.calendar_table import CalendarTable
+from fleetops.aws.autoscaling import AutoScaling
 from fleetops.aws.lease import EndpointLease
 from fleetops.aws.retry import FAST_RETRY
 from fleetops.aws.switches import ENGAGED, KillSwitch
+from fleetops.capacity import ScheduledAction
 from fleetops.config import FleetConfig
+from fleetops.prescale.calendar_table import CalendarTable
 from fleetops.prescale.reconciler import PrescaleDeps, UnmanagedVariantError, reconcile
 
 EP = "manga-chat-prod"

@@ -1,10 +1,11 @@
-"""Capacity math: how many instances a variant needs for a traffic level."""
+"""Capacity: how many instances a variant needs, and the scaling bounds and scheduled actions that set them."""
 
 from __future__ import annotations
 
 import math
 
 from fleetops.config import VariantConfig
+from fleetops.validation import StrictModel
 
 
 def instances_for(variant: VariantConfig, multiplier: float) -> int:
@@ -19,3 +20,22 @@ def instances_for(variant: VariantConfig, multiplier: float) -> int:
     # round() first so that float noise (e.g. 10 * 1.2 = 12.000000000000002) does not add an instance.
     need = math.ceil(round(variant.baseline_rps * multiplier / variant.capacity_rps_per_instance * variant.headroom, 9))
     return max(variant.floor, min(variant.cap, need))
+
+
+class ScalableTarget(StrictModel):
+    """A variant's Application Auto Scaling bounds."""
+
+    min_capacity: int
+    max_capacity: int
+
+
+class ScheduledAction(StrictModel):
+    """A scheduled action as Application Auto Scaling stores it (``at(...)`` in ``timezone``)."""
+
+    name: str
+    endpoint_name: str
+    variant_name: str
+    schedule: str
+    timezone: str
+    min_capacity: int
+    max_capacity: int

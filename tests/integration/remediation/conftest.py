@@ -15,18 +15,17 @@ import pytest
 from devtools.remediation_stack import PLAYBOOK, RemediationStack, create_remediation_stack
 from fleetops.aws.audit_table import AuditTable
 from fleetops.aws.autoscaling import AutoScaling
-from fleetops.aws.endpoint_status import wait_in_service
 from fleetops.aws.lease import EndpointLease
 from fleetops.aws.notifier import Notifier
-from fleetops.aws.remediation_state import RemediationStateStore
 from fleetops.aws.retry import FAST_RETRY
-from fleetops.aws.rollback_workflow import RollbackWorkflow
+from fleetops.aws.sagemaker_endpoint import VariantWeights, wait_in_service
 from fleetops.aws.switches import KillSwitch
-from fleetops.aws.variant_weights import VariantWeights
 from fleetops.config import load_fleet_config
 from fleetops.remediation.alarm import AlarmStateChangeEvent
 from fleetops.remediation.models import Playbook, load_playbook
 from fleetops.remediation.responder import Ports, Responder, ResponderConfig
+from fleetops.remediation.rollback_workflow import RollbackWorkflow
+from fleetops.remediation.state_table import RemediationStateStore
 from tests.conftest import load_event
 
 STACK = "manga-llm-fleet-prod"  # the stack the sample events in events/ come from

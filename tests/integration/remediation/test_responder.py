@@ -13,8 +13,8 @@ from botocore.awsrequest import AWSResponse
 from fleetops.aws.autoscaling import AutoScaling
 from fleetops.aws.lease import EndpointLease
 from fleetops.aws.retry import FAST_RETRY
+from fleetops.aws.sagemaker_endpoint import VariantWeights
 from fleetops.aws.switches import ENGAGED
-from fleetops.aws.variant_weights import VariantWeights
 from fleetops.remediation.alarm import AlarmStateChangeEvent
 from fleetops.remediation.responder import RemediationIncompleteError
 from tests.integration.remediation.conftest import ENDPOINT, Stack, alarm_event, build_responder
@@ -273,7 +273,7 @@ def test_a_change_waits_until_the_endpoint_is_in_service(stack: Stack) -> None:
 
 def test_an_endpoint_that_stays_updating_defers_the_change(stack: Stack) -> None:
     from devtools.emulator_extensions import sagemaker as extension
-    from fleetops.aws.endpoint_status import wait_in_service
+    from fleetops.aws.sagemaker_endpoint import wait_in_service
 
     extension.install()
     saved = extension.behaviour.update_seconds

@@ -22,7 +22,7 @@ from tests.integration.workflows.conftest import HEALTHY, rollout_request
 OLD_CONFIG = "manga-chat-v6-config"
 NEW_CONFIG = "manga-chat-v7-canary"
 POINTER = f"{wf.POINTER_PREFIX}/{wf.ENDPOINT}"
-#: What the alarm responder sends on a canary alarm (fleetops.aws.rollback_workflow): no target, abort_only.
+#: What the alarm responder sends on a canary alarm (fleetops.remediation.rollback_workflow): no target, abort_only.
 RESPONDER_ROLLBACK = {
     "endpoint_name": wf.ENDPOINT,
     "rollback_id": "oom-canary-1",

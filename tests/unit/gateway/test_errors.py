@@ -8,8 +8,9 @@ import pytest
 
 from fleetops.metrics import MetricName
 from gateway import openai_wire as wire
-from gateway.errors import ErrorCode, GatewayError, error_response
+from gateway.errors import ErrorCode, GatewayError
 from gateway.metrics import GatewayMetrics
+from gateway.openai_wire import error_response
 
 
 def test_the_body_is_code_message_then_details_with_the_codes_status() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from fleetops.aws.autoscaling import ScheduledAction
 from fleetops.calendar import Occurrence
+from fleetops.capacity import ScheduledAction
 from fleetops.config import PrescaleSettings, VariantConfig
 from fleetops.prescale import planner
 

@@ -10,8 +10,8 @@ from botocore.stub import Stubber
 
 from fleetops.aws.autoscaling import DIMENSION, NAMESPACE, AutoScaling
 from fleetops.aws.retry import FAST_RETRY
-from fleetops.aws.rollback_workflow import RollbackWorkflow, execution_name
-from fleetops.aws.variant_weights import VariantWeights
+from fleetops.aws.sagemaker_endpoint import VariantWeights
+from fleetops.remediation.rollback_workflow import RollbackWorkflow, execution_name
 
 ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:rollback"
 

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from fleetops.aws.autoscaling import ScalableTarget
+from fleetops.capacity import ScalableTarget
 from fleetops.remediation.decide import Gate, RailState, decide
 from fleetops.remediation.models import Playbook
 from tests.unit.remediation.conftest import CANARY, PRIMARY, parsed

@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from fleetops.rollout.plan import EndpointSnapshot, InServiceSettings, Pointer, VariantSnapshot
+from fleetops.endpoint import EndpointSnapshot, VariantSnapshot
+from fleetops.rollout.plan import InServiceSettings, Pointer
 from fleetops.rollout.rollback import (
     EndpointNotSettledError,
     RollbackInputError,

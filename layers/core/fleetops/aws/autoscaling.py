@@ -5,36 +5,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import boto3
-from pydantic import BaseModel, ConfigDict
 
 from fleetops.aws.retry import RetryPolicy, call_with_retry
+from fleetops.capacity import ScalableTarget, ScheduledAction
 
 if TYPE_CHECKING:
     from mypy_boto3_application_autoscaling import ApplicationAutoScalingClient
 
 NAMESPACE: Final[Literal["sagemaker"]] = "sagemaker"
 DIMENSION: Final[Literal["sagemaker:variant:DesiredInstanceCount"]] = "sagemaker:variant:DesiredInstanceCount"
-
-
-class ScalableTarget(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    min_capacity: int
-    max_capacity: int
-
-
-class ScheduledAction(BaseModel):
-    """A scheduled action as Application Auto Scaling stores it (``at(...)`` in ``timezone``)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    endpoint_name: str
-    variant_name: str
-    schedule: str
-    timezone: str
-    min_capacity: int
-    max_capacity: int
 
 
 def resource_id(endpoint_name: str, variant_name: str) -> str:

@@ -10,7 +10,6 @@ seconds, also the table's TTL attribute), so a crashed writer blocks nobody for 
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -18,6 +17,7 @@ import boto3
 from botocore.exceptions import ClientError
 
 from fleetops.aws.retry import RetryPolicy, call_with_retry
+from fleetops.endpoint import LeaseInfo
 from fleetops.tables import (
     LEASE_EXECUTION_ARN,
     LEASE_EXPIRES_AT,
@@ -52,22 +52,6 @@ class LeaseHeldError(RuntimeError):
         who = holder or "another writer"
         until = f" until {datetime.fromtimestamp(expires_at, tz=UTC).isoformat()}" if expires_at is not None else ""
         super().__init__(f"endpoint {endpoint_name!r} is leased by {who}{until}")
-
-
-@dataclass(frozen=True)
-class LeaseInfo:
-    """The lease row as stored: who holds it and until when (epoch seconds).
-
-    A workflow holder also records its execution and where it is taking the endpoint, so a rollback can
-    abort a rollout (stop it, return to the config it started from) and keep its own decision across passes.
-    """
-
-    endpoint_name: str
-    holder: str
-    expires_at: int
-    execution_arn: str | None = None
-    return_config: str | None = None
-    restore_pointer: str | None = None
 
 
 class EndpointLease:

@@ -1,15 +1,23 @@
-"""Read a SageMaker endpoint and its config into an :class:`~fleetops.rollout.plan.EndpointSnapshot`."""
+"""The one SageMaker endpoint adapter: read an endpoint, wait until it is InService, change variant weights.
+
+SageMaker rejects changes while an endpoint is ``Updating`` or ``SystemUpdating``; writers holding the
+endpoint lease call :func:`wait_in_service` first and defer when it does not settle in time.
+"""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 import boto3
+from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_exponential
 
 from fleetops.aws.retry import RetryPolicy, call_with_retry, error_code
-from fleetops.rollout.plan import EndpointSnapshot, VariantSnapshot
+from fleetops.endpoint import EndpointSnapshot, VariantSnapshot
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mypy_boto3_sagemaker import SageMakerClient
 
 
@@ -57,3 +65,105 @@ def read_endpoint(
         endpoint_config_name=endpoint["EndpointConfigName"],
         variants=tuple(variants),
     )
+
+
+IN_SERVICE = "InService"
+#: States that will not turn into InService by waiting.
+TERMINAL = frozenset({"Failed", "OutOfService", "Deleting"})
+
+
+class EndpointNotReadyError(RuntimeError):
+    """The endpoint did not reach InService in time, or is in a state waiting cannot fix."""
+
+    def __init__(self, endpoint_name: str, status: str) -> None:
+        self.endpoint_name = endpoint_name
+        self.status = status
+        super().__init__(f"endpoint {endpoint_name!r} is {status}, not {IN_SERVICE}")
+
+
+def wait_in_service(
+    endpoint_name: str,
+    client: SageMakerClient | None = None,
+    timeout_s: float = 30.0,
+    max_wait_s: float = 5.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
+    """Poll ``DescribeEndpoint`` until ``InService``; return the status seen.
+
+    Parameters
+    ----------
+    endpoint_name
+        The SageMaker endpoint.
+    client
+        A SageMaker client; ``None`` builds a default one.
+    timeout_s
+        Give up after this long (keep it well inside the Lambda timeout).
+    max_wait_s
+        Upper bound of one exponential back-off pause.
+    sleep
+        Injected for tests.
+
+    Raises
+    ------
+    EndpointNotReadyError
+        On a terminal state, or when the endpoint is still not InService after ``timeout_s``.
+
+    Examples
+    --------
+    >>> wait_in_service("manga-chat", timeout_s=20)  # doctest: +SKIP
+    'InService'
+    """
+    sm: SageMakerClient = client or boto3.client("sagemaker")
+
+    def status() -> str:
+        value = sm.describe_endpoint(EndpointName=endpoint_name)["EndpointStatus"]
+        if value in TERMINAL:
+            raise EndpointNotReadyError(endpoint_name, value)
+        return value
+
+    retrying = Retrying(
+        retry=retry_if_result(lambda s: s != IN_SERVICE),
+        stop=stop_after_delay(timeout_s),
+        wait=wait_exponential(multiplier=0.25, max=max_wait_s),
+        sleep=sleep,
+    )
+    try:
+        result: str = retrying(status)
+    except RetryError as exc:
+        last = exc.last_attempt.result() if not exc.last_attempt.failed else "unknown"
+        raise EndpointNotReadyError(endpoint_name, str(last)) from exc
+    return result
+
+
+class VariantWeights:
+    """Read and change production-variant weights through ``UpdateEndpointWeightsAndCapacities``.
+
+    Examples
+    --------
+    >>> VariantWeights().set_weight("manga-chat", "canary", 0.0)  # doctest: +SKIP
+    {'canary': 0.1}
+    """
+
+    def __init__(self, client: SageMakerClient | None = None, retry: RetryPolicy | None = None) -> None:
+        self._client: SageMakerClient = client or boto3.client("sagemaker")
+        self._retry = retry or RetryPolicy()
+
+    def weights(self, endpoint_name: str) -> dict[str, float]:
+        described = call_with_retry(self._retry, self._client.describe_endpoint, EndpointName=endpoint_name)
+        return {
+            v["VariantName"]: float(v.get("CurrentWeight", v.get("DesiredWeight", 0.0)))
+            for v in described.get("ProductionVariants", [])
+        }
+
+    def set_weight(self, endpoint_name: str, variant_name: str, weight: float) -> dict[str, float]:
+        """Change one variant's weight (others keep theirs); returns the weights before the change."""
+        before = self.weights(endpoint_name)
+        if variant_name not in before:
+            raise ValueError(f"endpoint {endpoint_name!r} has no variant {variant_name!r}; it has {sorted(before)}")
+        call_with_retry(
+            self._retry,
+            self._client.update_endpoint_weights_and_capacities,
+            EndpointName=endpoint_name,
+            DesiredWeightsAndCapacities=[{"VariantName": variant_name, "DesiredWeight": weight}],
+        )
+        return before

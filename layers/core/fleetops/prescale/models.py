@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from fleetops.aws.autoscaling import ScheduledAction
 from fleetops.calendar import InvalidEntry
+from fleetops.capacity import ScheduledAction
 
 ACTION_PREFIX = "prescale-"
 

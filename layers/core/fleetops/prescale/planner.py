@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from fleetops.aws.autoscaling import ScheduledAction
 from fleetops.calendar import Occurrence
-from fleetops.capacity import instances_for
+from fleetops.capacity import ScheduledAction, instances_for
 from fleetops.config import PrescaleSettings, VariantConfig
 from fleetops.prescale.models import ACTION_PREFIX, Change, Step
 

@@ -14,8 +14,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from fleetops.audit import AuditRecord, Outcome
 from fleetops.aws.audit_table import AuditTable
-from fleetops.aws.autoscaling import AutoScaling, ScheduledAction
-from fleetops.aws.calendar_table import CalendarTable
+from fleetops.aws.autoscaling import AutoScaling
 from fleetops.aws.lease import EndpointLease
 from fleetops.aws.switches import KillSwitch
 from fleetops.calendar import (
@@ -27,8 +26,10 @@ from fleetops.calendar import (
     occurrences,
     parse_entries,
 )
+from fleetops.capacity import ScheduledAction
 from fleetops.config import EndpointConfig, FleetConfig
 from fleetops.prescale import planner
+from fleetops.prescale.calendar_table import CalendarTable
 from fleetops.prescale.models import ACTION_PREFIX, Change, Plan, VariantPlan
 
 ACTOR = "prescale"

@@ -15,7 +15,7 @@ from fleetops.remediation.alarm import ParsedAlarm
 from fleetops.remediation.models import FLEET_CHANGING, ActionType
 
 if TYPE_CHECKING:
-    from fleetops.aws.autoscaling import ScalableTarget
+    from fleetops.capacity import ScalableTarget
     from fleetops.config import VariantConfig
     from fleetops.remediation.models import Playbook
 

@@ -19,25 +19,26 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict
 
 from fleetops.audit import AuditRecord, Outcome
-from fleetops.aws.endpoint_status import EndpointNotReadyError
 from fleetops.aws.lease import LeaseHeldError
-from fleetops.aws.rollback_workflow import execution_name
+from fleetops.aws.sagemaker_endpoint import EndpointNotReadyError
 from fleetops.remediation.alarm import IgnoredAlarmError, ParsedAlarm, parse_alarm
 from fleetops.remediation.decide import ActionPlan, Decision, Gate, RailState, decide, plan_scale_out
 from fleetops.remediation.models import FLEET_CHANGING, ActionType
+from fleetops.remediation.rollback_workflow import execution_name
 
 if TYPE_CHECKING:
     from fleetops.aws.audit_table import AuditTable
-    from fleetops.aws.autoscaling import AutoScaling, ScalableTarget
+    from fleetops.aws.autoscaling import AutoScaling
     from fleetops.aws.lease import EndpointLease
     from fleetops.aws.notifier import Notifier
-    from fleetops.aws.remediation_state import RemediationStateStore
-    from fleetops.aws.rollback_workflow import RollbackWorkflow
+    from fleetops.aws.sagemaker_endpoint import VariantWeights
     from fleetops.aws.switches import KillSwitch
-    from fleetops.aws.variant_weights import VariantWeights
+    from fleetops.capacity import ScalableTarget
     from fleetops.config import FleetConfig, VariantConfig
     from fleetops.remediation.alarm import AlarmStateChangeEvent
     from fleetops.remediation.models import Playbook
+    from fleetops.remediation.rollback_workflow import RollbackWorkflow
+    from fleetops.remediation.state_table import RemediationStateStore
 
 logger = Logger(child=True)
 

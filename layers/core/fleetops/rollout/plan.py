@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from fleetops.endpoint import EndpointSnapshot, VariantSnapshot
 from fleetops.model_contract import ENGINE_KNOB_PREFIX, OWNED, EngineKnobs, ModelContract, adapter_problems
 from fleetops.rollout.analysis import Thresholds
 from fleetops.tables import REGISTRY_PK, REGISTRY_SK
@@ -198,23 +199,6 @@ class RolloutRequest(_Strict):
                 )
             )
         return specs
-
-
-class VariantSnapshot(_Strict):
-    """One production variant as the endpoint and its config describe it."""
-
-    variant_name: str
-    model_name: str
-    instance_type: str
-    instance_count: int
-    weight: float
-
-
-class EndpointSnapshot(_Strict):
-    endpoint_name: str
-    status: str
-    endpoint_config_name: str
-    variants: tuple[VariantSnapshot, ...]
 
 
 class Pointer(_Strict):

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from fleetops.endpoint import EndpointSnapshot
 from fleetops.rollout.plan import (
-    EndpointSnapshot,
     Pointer,
     RolloutInputError,
     RolloutPlan,

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fleetops.rollout.plan import ROLLOUT_LEASE_PREFIX, EndpointSnapshot, InServiceSettings, Pointer
+from fleetops.endpoint import EndpointSnapshot
+from fleetops.rollout.plan import ROLLOUT_LEASE_PREFIX, InServiceSettings, Pointer
 
 if TYPE_CHECKING:
-    from fleetops.aws.lease import LeaseInfo
+    from fleetops.endpoint import LeaseInfo
 
 Action = Literal["wait", "zero_canary", "restore_config", "finish", "join"]
 ROLLBACK_LEASE_PREFIX = "rollback/"
@@ -123,7 +124,7 @@ def rollout_to_abort(request: RollbackRequest, lease: LeaseInfo | None, now: dat
 
     Examples
     --------
-    >>> from fleetops.aws.lease import LeaseInfo
+    >>> from fleetops.endpoint import LeaseInfo
     >>> lease = LeaseInfo("e", "canary_rollout/v7", 2_000_000_000, execution_arn="arn:exec", return_config="v6-config")
     >>> rollout_to_abort(RollbackRequest(endpoint_name="e", rollback_id="r"), lease, datetime.now()).holder
     'canary_rollout/v7'
@@ -141,7 +142,7 @@ def rollback_in_progress(request: RollbackRequest, lease: LeaseInfo | None, now:
 
     Examples
     --------
-    >>> from fleetops.aws.lease import LeaseInfo
+    >>> from fleetops.endpoint import LeaseInfo
     >>> lease = LeaseInfo("e", "rollback/breaker-trips-e-1", 2_000_000_000)
     >>> rollback_in_progress(RollbackRequest(endpoint_name="e", rollback_id="engine-restarts-e-2"), lease,
     ...                      datetime.now()).holder
@@ -174,7 +175,7 @@ def next_step(
     --------
     A settled endpoint already on the target config needs nothing more:
 
-    >>> from fleetops.rollout.plan import VariantSnapshot
+    >>> from fleetops.endpoint import VariantSnapshot
     >>> v = VariantSnapshot(variant_name="primary", model_name="m", instance_type="ml.g5.2xlarge",
     ...                     instance_count=2, weight=1.0)
     >>> ep = EndpointSnapshot(endpoint_name="e", status="InService", endpoint_config_name="old", variants=(v,))

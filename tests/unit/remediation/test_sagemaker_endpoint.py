@@ -8,7 +8,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from fleetops.aws.endpoint_status import EndpointNotReadyError, wait_in_service
+from fleetops.aws.sagemaker_endpoint import EndpointNotReadyError, wait_in_service
 
 
 def _described(status: str) -> dict[str, Any]:

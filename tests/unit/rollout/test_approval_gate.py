@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from fleetops.rollout.approval import ApprovalRecord, ApprovalRefusedError, Decision, check_usable
-from fleetops.rollout.decide import (
+from fleetops.rollout.approval_gate import (
     REJECTED_ERROR,
     ApprovalRequest,
     DecideDeps,
@@ -22,7 +22,7 @@ NOW = datetime(2026, 11, 21, 10, 5, tzinfo=UTC)
 
 
 class MemoryStore:
-    """Same contract as ``fleetops.aws.approval_table.ApprovalTable``, kept in a dict."""
+    """Same contract as ``fleetops.rollout.approval_table.ApprovalTable``, kept in a dict."""
 
     def __init__(self) -> None:
         self.items: dict[str, ApprovalRecord] = {}
