@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from fleetops.model_contract import ENGINE_KNOB_PREFIX, EngineKnobs, ModelContract, ModelContractError
+from fleetops.validation import StrictModel
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -36,16 +37,12 @@ class GatewayConfigError(ValueError):
         super().__init__("\n".join(self.problems))
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SystemPrompt(_Strict):
+class SystemPrompt(StrictModel):
     version: str = Field(min_length=1)
     text: str = Field(min_length=1)
 
 
-class BudgetConfig(_Strict):
+class BudgetConfig(StrictModel):
     """Token budgets; ``max_model_len`` is the engine's effective one (never set in the file's ``budget``)."""
 
     max_model_len: int = Field(gt=0)
@@ -73,7 +70,7 @@ class BudgetConfig(_Strict):
         return self
 
 
-class Route(_Strict):
+class Route(StrictModel):
     intent: str | None = None
     locale: str | None = None
     adapter: str = Field(min_length=1)
@@ -85,7 +82,7 @@ class Route(_Strict):
         return self
 
 
-class RoutingConfig(_Strict):
+class RoutingConfig(StrictModel):
     adapters: list[str] = Field(default_factory=list)
     default: str = BASE_MODEL
     routes: list[Route] = Field(default_factory=list)
@@ -99,7 +96,7 @@ class RoutingConfig(_Strict):
         return self
 
 
-class ContainmentConfig(_Strict):
+class ContainmentConfig(StrictModel):
     """How a request is kept in bounds when the engine fails or is slow: its deadline, one retry, the fallback text."""
 
     fallback_message: str = Field(min_length=1)
@@ -107,7 +104,7 @@ class ContainmentConfig(_Strict):
     retry_with_compressed_context: bool = True
 
 
-class SupervisorConfig(_Strict):
+class SupervisorConfig(StrictModel):
     host: str = "127.0.0.1"
     port: int = Field(default=8081, gt=0, lt=65536)
     health_interval_s: float = Field(default=1.0, gt=0)
@@ -126,16 +123,16 @@ class SupervisorConfig(_Strict):
         return self
 
 
-class DrainConfig(_Strict):
+class DrainConfig(StrictModel):
     window_s: float = Field(default=20, gt=0, le=22)  # + uvicorn close (3 s) + engine stop (7 s) < SIGKILL at ~30 s
 
 
-class ServerConfig(_Strict):
+class ServerConfig(StrictModel):
     port: int = Field(default=8080, gt=0, lt=65536)
     max_body_bytes: int = Field(default=6 * 1024 * 1024, gt=0)
 
 
-class GatewayConfig(_Strict):
+class GatewayConfig(StrictModel):
     """Everything in ``gateway.yaml``.
 
     ``engine`` holds the image's default engine knobs; ``budget.max_model_len`` is always
@@ -214,7 +211,7 @@ _DEPLOYMENT_VARIABLES: dict[str, tuple[str, ...]] = {
 }
 
 
-class Environment(_Strict):
+class Environment(StrictModel):
     """What the deployment and the model's contract say through environment variables (read once at start-up)."""
 
     contract: ModelContract

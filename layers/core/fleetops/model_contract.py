@@ -28,7 +28,9 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
+
+from fleetops.validation import StrictModel
 
 ENDPOINT_NAME = "ENDPOINT_NAME"
 VARIANT_NAME = "VARIANT_NAME"
@@ -51,7 +53,7 @@ class ModelContractError(ValueError):
         super().__init__("; ".join(problems))
 
 
-class EngineKnobs(BaseModel):
+class EngineKnobs(StrictModel):
     """The vLLM engine flags a model may set (``SM_VLLM_<FLAG>``); anything else is refused.
 
     Examples
@@ -63,8 +65,6 @@ class EngineKnobs(BaseModel):
     >>> EngineKnobs.from_environment(EngineKnobs(block_size=32, max_num_seqs=8).environment()).block_size
     32
     """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_num_seqs: int | None = Field(default=None, ge=1, le=4096, description="concurrent sequences per engine")
     max_model_len: int | None = Field(default=None, ge=64, le=1_048_576, description="prompt + generation tokens")
@@ -204,7 +204,7 @@ def parse_lora_modules(value: str) -> dict[str, str]:
     return adapters
 
 
-class ModelContract(BaseModel):
+class ModelContract(StrictModel):
     """Everything the container needs to know about the model and where it serves.
 
     Examples
@@ -222,8 +222,6 @@ class ModelContract(BaseModel):
     ...
     fleetops.model_contract.ModelContractError: VARIANT_NAME is not set ...; MODEL_VERSION is not set ...
     """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     endpoint_name: str = Field(min_length=1, max_length=63, pattern=_SAGEMAKER_NAME)
     variant_name: str = Field(min_length=1, max_length=63, pattern=_SAGEMAKER_NAME)

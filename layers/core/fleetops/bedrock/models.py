@@ -6,6 +6,8 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from fleetops.validation import StrictModel, problems
+
 #: A few prompts a manga-store assistant must answer; the smoke test only checks that answers come back.
 DEFAULT_SMOKE_PROMPTS = (
     "Recommend one manga for a reader who loved Frieren, in one sentence.",
@@ -16,14 +18,12 @@ DEFAULT_SMOKE_PROMPTS = (
 _S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(?P<prefix>.*)$")
 
 
-class ImportRequest(BaseModel):
+class ImportRequest(StrictModel):
     """The state machine's input: which artifacts become which registry version.
 
     ``import_id`` makes the run idempotent: it names the execution and the import job, and with the
     rest of the request it fixes the client token, so a repeated run never starts a second job.
     """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     import_id: str = Field(pattern=r"^[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,38}[a-zA-Z0-9])?$")
     model_name: str = Field(pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,39}$")
@@ -154,5 +154,5 @@ def parse_request(event: dict[str, object]) -> ImportRequest:
     try:
         return ImportRequest.model_validate(event)
     except ValidationError as exc:
-        listed = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'request'}: {e['msg']}" for e in exc.errors())
+        listed = "; ".join(problems(exc))
         raise ImportRequestError(f"bad import request: {listed}") from exc
