@@ -57,7 +57,7 @@ def run(emulator: MotoServer) -> None:
     create_endpoint(ENDPOINT, {"primary": (4, 4, 12)})
     print(f"Emulated AWS at {emulator.endpoint_url}: endpoint {ENDPOINT!r} with a scalable target (min 4, max 12).")
     print("Calendar: fleet.yaml (Shonen Jump Mondays 18:00 JST x2, Friday simulpub 20:00 JST x2.5,")
-    print("US Saturday club 10:00 Los Angeles x1.5, JP night 01:00-08:00 x0.4) + one-off events in DynamoDB.")
+    print("US Saturday club 10:00 Los Angeles x1.5, JP night 01:00-08:00 x0.4) + entries of any kind in DynamoDB.")
 
     plan = _invoke({"trigger": "schedule", "time": "2026-11-30T00:00:00Z"})
     _print_plan("Monday 09:00 JST: the scheduler's run plans the next 7 days", plan)
@@ -73,6 +73,20 @@ def run(emulator: MotoServer) -> None:
             "duration_minutes": 180,
             "multiplier": 3,
             "reason": "One Piece chapter 1100 release",
+        },
+    )
+    calendar.put(
+        "year-end-ranking",
+        {
+            "kind": "yearly",
+            "name": "Year-end manga ranking",
+            "month": 12,
+            "day": 8,
+            "local_time": "12:00",
+            "end": "15:00",
+            "timezone": "Asia/Tokyo",
+            "multiplier": 1.5,
+            "reason": "Year-end manga ranking announced (every 8 December)",
         },
     )
     calendar.put(
@@ -99,7 +113,9 @@ def run(emulator: MotoServer) -> None:
     }
     plan = _invoke(stream_event)
     _print_plan(
-        "An operator adds One Piece ch. 1100 (Fri 20:00 JST x3) and a typo'd entry: the stream triggers a run", plan
+        "An operator adds One Piece ch. 1100 (Fri 20:00 JST x3), the yearly ranking (8 Dec 12:00 JST x1.5) and a"
+        " typo'd entry: the stream triggers a run",
+        plan,
     )
     _print_timeline()
 

@@ -1,8 +1,9 @@
 """Traffic for the simulator: requests per minute, generated from the release calendar or read from a CSV.
 
-A generated day is the variant's ``baseline_rps`` shaped by the calendar: off-peak windows lower it (with
-half-hour shoulders, people do not all go to bed at 01:00), events raise it to their multiplier over a
-ramp and let it fade over the last third, unpredicted spikes do the same without being in the calendar.
+A generated day is the variant's ``baseline_rps`` shaped by the calendar, whatever the entries' kinds:
+occurrences with a multiplier below 1 (off-peak windows) lower it (with half-hour shoulders, people do not
+all go to bed at 01:00), events raise it to their multiplier over a ramp and let it fade over the last
+third, unpredicted spikes do the same without being in the calendar.
 Per-minute noise is log-normal and arrivals are Poisson, both from one seeded generator, so a seed
 always gives the same trace.
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fleetops.calendar import CalendarEntry, Occurrence, OffPeakWindow, occurrences
+from fleetops.calendar import CalendarEntry, Occurrence
 from fleetops.config import VariantConfig
 
 TICK_S = 60
@@ -103,14 +104,16 @@ def _off_peak_level(t: datetime, occ: Occurrence) -> float:
 
 def calendar_windows(entries: Sequence[CalendarEntry], endpoint: str, start: datetime, end: datetime) -> list[Window]:
     """The events (multiplier >= 1) of ``entries`` that overlap ``[start, end)``, as predicted windows."""
-    found = []
-    for entry in entries:
-        if isinstance(entry, OffPeakWindow):
-            continue
-        for occ in occurrences(entry, start, end):
-            if occ.applies_to(endpoint) and occ.multiplier >= 1:
-                found.append(Window(occ.name, occ.start, occ.end, occ.multiplier, predicted=True))
+    found = [
+        Window(occ.name, occ.start, occ.end, occ.multiplier, predicted=True)
+        for occ in _occurrences(entries, endpoint, start, end)
+        if occ.multiplier >= 1
+    ]
     return sorted(found, key=lambda w: (w.start, w.name))
+
+
+def _occurrences(entries: Sequence[CalendarEntry], endpoint: str, start: datetime, end: datetime) -> list[Occurrence]:
+    return [occ for entry in entries for occ in entry.occurrences(start, end) if occ.applies_to(endpoint)]
 
 
 def generate(
@@ -135,13 +138,8 @@ def generate(
     start = start.astimezone(UTC)
     ticks = math.ceil((end - start) / TICK)
     events = calendar_windows(entries, endpoint, start - timedelta(days=1), end)
-    quiet = [
-        occ
-        for entry in entries
-        if isinstance(entry, OffPeakWindow)
-        for occ in occurrences(entry, start - SHOULDER, end + SHOULDER)
-        if occ.applies_to(endpoint)
-    ]
+    # The multiplier, not the kind, decides: below 1 lowers the level as the planner lowers capacity.
+    quiet = [occ for occ in _occurrences(entries, endpoint, start - SHOULDER, end + SHOULDER) if occ.multiplier < 1]
     surprises = [
         Window(
             s.name, s.start.astimezone(UTC), s.start.astimezone(UTC) + timedelta(minutes=s.minutes), s.multiplier, False

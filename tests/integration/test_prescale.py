@@ -128,6 +128,34 @@ def test_a_new_event_schedules_capacity_lead_time_before_start_in_its_own_time_z
     assert audit[0].after is not None and audit[0].after["min_capacity"] in (12, 4)
 
 
+def test_a_yearly_entry_in_the_calendar_table_schedules_capacity_for_its_day(deps: PrescaleDeps) -> None:
+    # Spring anime announcements, every 1 April 10:00-14:00 JST, x2: the row an operator writes (README).
+    deps.calendar.put(
+        "spring-anime",
+        {
+            "kind": "yearly",
+            "name": "Spring anime announcements",
+            "month": 4,
+            "day": 1,
+            "local_time": "10:00",
+            "end": "14:00",
+            "timezone": "Asia/Tokyo",
+            "multiplier": 2,
+        },
+    )
+
+    plan = reconcile(fleet_config(), deps, now=at("2027-03-31T00:00"), trigger="test", dry_run=False)
+
+    assert plan.invalid_entries == []
+    # Two hours before 10:00 JST (01:00Z) is 08:00 JST = 23:00Z the day before; back to 4 at 14:15 JST.
+    assert sorted((name, a.schedule, a.timezone, a.min_capacity) for name, a in actions().items()) == [
+        ("prescale-manga-chat-prod-primary-20270331T2300Z", "at(2027-04-01T08:00:00)", "Asia/Tokyo", 8),
+        ("prescale-manga-chat-prod-primary-20270401T0515Z", "at(2027-04-01T14:15:00)", "Asia/Tokyo", 4),
+    ]
+    reasons = {c.name: c.reason for c in plan.changes}
+    assert reasons["prescale-manga-chat-prod-primary-20270331T2300Z"] == "Spring anime announcements (x2)"
+
+
 def test_overlapping_events_take_the_larger_capacity(deps: PrescaleDeps) -> None:
     # Friday 2026-12-04: the weekly simulpub (x2.5, 20:00-22:00 JST) and One Piece (x3, 20:00-23:00 JST).
     deps.calendar.put("one-piece-1100", {**ONE_PIECE, "multiplier": 2})
@@ -203,15 +231,17 @@ def test_invalid_entries_are_reported_and_skipped_while_valid_ones_apply(deps: P
         | {"name": "bad-end", "end": "2026-12-04T19:00"},
     )
     deps.calendar.put("bad-endpoint", {**ONE_PIECE, "name": "bad-endpoint", "endpoints": ["no-such-endpoint"]})
+    deps.calendar.put("bad-kind", {**ONE_PIECE, "name": "bad-kind", "kind": "monthly"})
 
     plan = reconcile(fleet_config(), deps, now=at("2026-12-03T00:00"), trigger="test", dry_run=False)
 
     problems = {e.name: " ".join(e.errors) for e in plan.invalid_entries}
-    assert set(problems) == {"bad-zone", "bad-multiplier", "bad-end", "bad-endpoint"}
+    assert set(problems) == {"bad-zone", "bad-multiplier", "bad-end", "bad-endpoint", "bad-kind"}
     assert "unknown time zone 'Asia/Tokio'" in problems["bad-zone"]
     assert "greater than 0" in problems["bad-multiplier"]
     assert "is not after start" in problems["bad-end"]
     assert "unknown endpoint(s) ['no-such-endpoint']" in problems["bad-endpoint"]
+    assert problems["bad-kind"] == "kind: unknown kind 'monthly'; valid kinds: off_peak, one_off, recurring, yearly"
     assert len(actions()) == 2  # One Piece still scheduled
 
 

@@ -88,6 +88,25 @@ def test_json_output_for_scripts(release: Path, capsys: pytest.CaptureFixture[st
     assert result["policies"]["oracle"]["failed"] == 0
 
 
+def test_a_yearly_entry_is_played_and_pre_scaled_like_a_release(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spring = tmp_path / "spring.yaml"
+    spring.write_text(
+        '- kind: yearly\n  name: Spring anime announcements\n  month: 4\n  day: 1\n  local_time: "10:00"\n'
+        '  end: "14:00"\n  timezone: Asia/Tokyo\n  multiplier: 2.5\n'
+    )
+    code = main(["--from", "2027-04-01T06:00", "--days", "0.5", "--calendar", str(spring), "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert [(w["name"], w["start"], w["predicted"]) for w in result["windows"]] == [
+        ("Spring anime announcements", "2027-04-01T01:00:00+00:00", True)  # 10:00 JST
+    ]
+    policies = result["policies"]
+    assert policies["project"]["failed_on_calendar_events"] == 0  # raised lead time before, as a release would be
+    assert policies["reactive"]["failed_on_calendar_events"] > 0  # the day does need the capacity
+
+
 def test_an_exported_trace_is_replayed_with_the_calendar_events_it_covers(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,10 +1,10 @@
-"""Calendar entries: per-entry validation and concrete occurrences in UTC."""
+"""Calendar entries of the weekly, one-off and off-peak kinds: per-entry validation and occurrences in UTC."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from fleetops.calendar import OffPeakWindow, OneOffEvent, RecurringEvent, occurrences, parse_entries
+from fleetops.calendar import OffPeakWindow, OneOffEvent, RecurringEvent, parse_entries
 
 KNOWN = frozenset({"manga-chat-prod"})
 
@@ -24,7 +24,7 @@ def test_weekly_event_in_jst_resolves_to_utc() -> None:
             "multiplier": 2.0,
         }
     )
-    found = occurrences(monday, utc("2026-11-30T00:00"), utc("2026-12-08T00:00"))
+    found = monday.occurrences(utc("2026-11-30T00:00"), utc("2026-12-08T00:00"))
     assert [(o.start, o.end) for o in found] == [
         (utc("2026-11-30T09:00"), utc("2026-11-30T12:00")),
         (utc("2026-12-07T09:00"), utc("2026-12-07T12:00")),
@@ -35,7 +35,7 @@ def test_off_peak_window_crossing_midnight_ends_the_next_day() -> None:
     night = OffPeakWindow.model_validate(
         {"name": "night", "start": "23:00", "end": "06:00", "timezone": "Europe/Paris", "multiplier": 0.5}
     )
-    found = occurrences(night, utc("2026-07-01T12:00"), utc("2026-07-02T12:00"))
+    found = night.occurrences(utc("2026-07-01T12:00"), utc("2026-07-02T12:00"))
     # CEST is UTC+2: 23:00 -> 21:00Z, 06:00 next day -> 04:00Z.
     assert (utc("2026-07-01T21:00"), utc("2026-07-02T04:00")) in [(o.start, o.end) for o in found]
 
@@ -50,7 +50,7 @@ def test_one_off_event_with_an_end_time() -> None:
             "multiplier": 3,
         }
     )
-    [occ] = occurrences(event, utc("2026-12-01T00:00"), utc("2026-12-10T00:00"))
+    [occ] = event.occurrences(utc("2026-12-01T00:00"), utc("2026-12-10T00:00"))
     assert (occ.start, occ.end, occ.multiplier) == (utc("2026-12-04T11:00"), utc("2026-12-04T14:00"), 3)
 
 
@@ -88,7 +88,7 @@ def test_each_bad_entry_is_reported_with_its_reason_and_the_good_ones_kept() -> 
         },
         "not a mapping",
     ]
-    ok, bad = parse_entries("calendar-table", rows, OneOffEvent, KNOWN)  # type: ignore[arg-type]
+    ok, bad = parse_entries("calendar-table", rows, "one_off", KNOWN)  # type: ignore[arg-type]
     assert [e.name for e in ok] == ["good"]
     reasons = {b.name: " ".join(b.errors) for b in bad}
     assert "exactly one of 'end' or 'duration_minutes'" in reasons["both-ends"]
@@ -110,7 +110,7 @@ def test_unknown_weekday_is_named() -> None:
                 "multiplier": 2,
             }
         ],
-        RecurringEvent,
+        "recurring",
         KNOWN,
     )
     assert "unknown weekday 'funday'" in bad[0].errors[0]

@@ -1,4 +1,4 @@
-"""DynamoDB adapter for one-off calendar events (operators add rows without a deploy)."""
+"""DynamoDB adapter for the calendar table: entries operators add without a deploy (one-off by default)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,10 @@ class CalendarTable:
         self._retry = retry or RetryPolicy()
 
     def one_off_entries(self) -> list[dict[str, Any]]:
-        """Every row as a plain dict ready for ``OneOffEvent``; ``event_id`` names rows without a ``name``."""
+        """Every row as a plain dict for the calendar; ``event_id`` names rows without a ``name``.
+
+        A row of any ``kind`` may live here; one without ``kind`` is a one-off event (all rows were, once).
+        """
         entries: list[dict[str, Any]] = []
         kwargs: dict[str, Any] = {"ConsistentRead": True}
         while True:
@@ -45,7 +48,7 @@ class CalendarTable:
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def put(self, event_id: str, entry: dict[str, Any]) -> None:
-        """Add or replace a one-off event (used by the demo and tests; operators use the CLI, see README)."""
+        """Add or replace an entry (used by the demo and tests; operators use the CLI, see README)."""
         item = {CALENDAR_PK: event_id, **{k: Decimal(str(v)) if isinstance(v, float) else v for k, v in entry.items()}}
         call_with_retry(self._retry, self._table.put_item, Item=item)
 

@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
+from fleetops.validation import problems
+
 
 class InvalidEventError(ValueError):
     """The event is not one the reconciler understands; nothing was read or changed."""
@@ -15,7 +17,7 @@ class InvalidEventError(ValueError):
 class RunRequest(BaseModel):
     """A reconcile request. ``time`` is "now" for every decision, so a run is reproducible from its event."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore")  # not StrictModel: AWS events carry fields of their own
 
     time: AwareDatetime
     trigger: str = Field(default="schedule", min_length=1)
@@ -51,7 +53,7 @@ def parse_event(event: Any) -> RunRequest:
             return RunRequest(time=datetime.fromtimestamp(max(stamps), tz=UTC), trigger="calendar-change")
         return RunRequest.model_validate(event)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'event'}: {e['msg']}" for e in exc.errors())
-        raise InvalidEventError(f"not a schedule, calendar-change or manual event: {problems}") from exc
+        found = "; ".join(problems(exc, root="event"))
+        raise InvalidEventError(f"not a schedule, calendar-change or manual event: {found}") from exc
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidEventError(f"malformed DynamoDB stream record: {exc!r}") from exc

@@ -5,18 +5,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from fleetops.calendar import InvalidEntry
 from fleetops.capacity import ScheduledAction
+from fleetops.validation import StrictModel
 
 ACTION_PREFIX = "prescale-"
 
 
-class Step(BaseModel):
+class Step(StrictModel):
     """One point of a variant's desired MinCapacity timeline."""
-
-    model_config = ConfigDict(frozen=True)
 
     at: datetime  # UTC
     min_capacity: int
@@ -24,9 +21,7 @@ class Step(BaseModel):
     reason: str
 
 
-class Change(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Change(StrictModel):
     kind: Literal["create", "update", "delete", "raise_min"]
     endpoint_name: str
     variant_name: str
@@ -38,7 +33,7 @@ class Change(BaseModel):
     error: str = ""
 
 
-class VariantPlan(BaseModel):
+class VariantPlan(StrictModel):
     endpoint_name: str
     variant_name: str
     current_min_capacity: int
@@ -46,7 +41,7 @@ class VariantPlan(BaseModel):
     desired: list[ScheduledAction]
 
 
-class Plan(BaseModel):
+class Plan(StrictModel):
     """The reconciler's answer: returned by the handler, logged, and the source of the audit records."""
 
     now: datetime

@@ -17,15 +17,7 @@ from fleetops.aws.audit_table import AuditTable
 from fleetops.aws.autoscaling import AutoScaling
 from fleetops.aws.lease import EndpointLease
 from fleetops.aws.switches import KillSwitch
-from fleetops.calendar import (
-    CalendarEntry,
-    InvalidEntry,
-    OffPeakWindow,
-    OneOffEvent,
-    RecurringEvent,
-    occurrences,
-    parse_entries,
-)
+from fleetops.calendar import CalendarEntry, InvalidEntry, parse_entries
 from fleetops.capacity import ScheduledAction
 from fleetops.config import EndpointConfig, FleetConfig
 from fleetops.prescale import planner
@@ -55,18 +47,21 @@ class PrescaleDeps:
 
 
 def load_calendar(
-    config: FleetConfig, one_off_rows: list[dict[str, Any]]
+    config: FleetConfig, table_rows: list[dict[str, Any]]
 ) -> tuple[list[CalendarEntry], list[InvalidEntry]]:
-    """All calendar entries, each validated on its own: the valid ones and the reasons for the rest."""
+    """All calendar entries, each validated on its own: the valid ones and the reasons for the rest.
+
+    Any source may hold any kind; an entry without ``kind`` takes its source's, as before kinds existed.
+    """
     known = config.endpoint_names()
     entries: list[CalendarEntry] = []
     invalid: list[InvalidEntry] = []
-    for source, rows, model in (
-        ("fleet.yaml:recurring", config.recurring, RecurringEvent),
-        ("fleet.yaml:off_peak", config.off_peak, OffPeakWindow),
-        ("calendar-table", one_off_rows, OneOffEvent),
+    for source, rows, default_kind in (
+        ("fleet.yaml:recurring", config.recurring, "recurring"),
+        ("fleet.yaml:off_peak", config.off_peak, "off_peak"),
+        ("calendar-table", table_rows, "one_off"),
     ):
-        ok, bad = parse_entries(source, rows, model, known)
+        ok, bad = parse_entries(source, rows, default_kind, known)
         entries += ok
         invalid += bad
     return entries, invalid
@@ -80,7 +75,7 @@ def plan_endpoint(
     # lead time begins inside the horizon.
     window_start = now - timedelta(days=8)
     window_end = now + timedelta(hours=settings.planning_horizon_hours, minutes=settings.lead_time_minutes + 60)
-    found = [o for e in entries for o in occurrences(e, window_start, window_end) if o.applies_to(endpoint.name)]
+    found = [o for e in entries for o in e.occurrences(window_start, window_end) if o.applies_to(endpoint.name)]
     plans: list[VariantPlan] = []
     changes: list[Change] = []
     for variant in endpoint.variants:
