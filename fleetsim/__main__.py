@@ -81,7 +81,7 @@ def _extra_calendar(path: Path | None) -> list[dict[str, Any]]:
     except (OSError, yaml.YAMLError) as exc:
         raise UsageError(f"--calendar: cannot read {path}: {exc}") from exc
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise UsageError(f"--calendar: {path} must be a YAML list of one-off entries (README, Operate)")
+        raise UsageError(f"--calendar: {path} must be a YAML list of calendar entries, any kind (README, Operate)")
     return rows
 
 
@@ -92,7 +92,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     )
     parser.add_argument("--endpoint", default=DEFAULT_ENDPOINT, help="endpoint in the fleet file (primary variant)")
     parser.add_argument("--fleet", type=Path, default=FLEET, help="fleet file (default: the shipped fleet.yaml)")
-    parser.add_argument("--calendar", type=Path, help="YAML list of extra one-off calendar entries")
+    parser.add_argument(
+        "--calendar",
+        type=Path,
+        help="YAML list of extra calendar entries (one_off, yearly, ...; a row without kind is one_off)",
+    )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--from", dest="start", help="first day (or time) to generate traffic for, e.g. 2026-11-30")
     source.add_argument("--trace", type=Path, help="CSV of time,requests per minute (CloudWatch Invocations, Sum)")
