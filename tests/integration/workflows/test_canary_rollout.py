@@ -122,6 +122,26 @@ def test_analysis_failing_at_25_percent_rolls_back_without_a_human(rollout: wf.R
     assert history.count("SetWeights") == 2 and "RequestApproval" not in history
 
 
+@pytest.mark.parametrize(("allowed", "status"), [(None, "FAILED"), (1.0, "SUCCEEDED")])
+def test_a_ttft_regression_fails_the_canary_unless_the_request_allows_it(
+    rollout: wf.RolloutWorkflow, allowed: float | None, status: str
+) -> None:
+    # The declared p95 TTFT check (canary_checks.yaml), read as a percentile from CloudWatch; the request's
+    # max_latency_regression overrides its limit for this rollout only.
+    thresholds = {"min_requests": 20} | ({"max_latency_regression": allowed} if allowed else {})
+    request = rollout_request(thresholds=thresholds)
+    with wf.traffic(canary=HEALTHY | {"ttft_ms": 400}, primary=HEALTHY):
+        execution = wf.start(rollout.rollout_arn, request, name=request["rollout_id"])
+        result = wf.wait(execution, timeout_s=60)
+
+    if status == "FAILED":
+        assert_rolled_back(rollout, result, "CanaryAnalysisFailed")
+        assert "p95 TTFT" in result["cause"] and "above baseline" in result["cause"], result["cause"]
+        assert "(max 20%)" in result["cause"]
+    else:
+        assert result["status"] == "SUCCEEDED", result
+
+
 def test_approval_timeout_rolls_back(rollout: wf.RolloutWorkflow) -> None:
     request = rollout_request(approval_steps=[5], approval={"timeout_seconds": 3, "heartbeat_seconds": 2})
     with wf.traffic(canary=HEALTHY, primary=HEALTHY):

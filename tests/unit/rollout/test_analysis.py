@@ -1,4 +1,4 @@
-"""Canary verdicts: minimum sample size, error rate, latency and TTFT regressions, OOM/breaker/restarts."""
+"""Canary verdicts under the shipped checks: sample size, error rate, latency/TTFT regressions, OOM/breaker/restarts."""
 
 from __future__ import annotations
 
@@ -6,25 +6,61 @@ from typing import Any
 
 import pytest
 
-from fleetops.rollout.analysis import Thresholds, VariantStats, analyse
+from fleetops.rollout.analysis import VariantStats, analyse
+from fleetops.rollout.checks import Thresholds, load_canary_checks
 
-T = Thresholds(min_requests=100)
+SHIPPED = load_canary_checks()
+T = SHIPPED.with_overrides(Thresholds(min_requests=100))
+#: The series the shipped checks read, by the names these tests use.
+KEYS = {
+    "requests": "Requests:Sum",
+    "errors": "RequestErrors:Sum",
+    "p95_latency_ms": "RequestLatencyMs:p95",
+    "p95_ttft_ms": "TimeToFirstTokenMs:p95",
+    "oom": "OomCaught:Sum",
+    "breaker_trips": "BreakerTrips:Sum",
+    "engine_restarts": "EngineRestarts:Sum",
+}
 
 
 def stats(name: str, **values: Any) -> VariantStats:
-    base: dict[str, Any] = {"requests": 1000, "errors": 2, "p95_latency_ms": 1000.0, "p95_ttft_ms": 300.0}
-    return VariantStats(variant_name=name, **(base | values))
+    base: dict[str, Any] = {
+        "requests": 1000,
+        "errors": 2,
+        "p95_latency_ms": 1000.0,
+        "p95_ttft_ms": 300.0,
+        "oom": 0,
+        "breaker_trips": 0,
+        "engine_restarts": 0,
+    }
+    return VariantStats(variant_name=name, values={KEYS[k]: v for k, v in (base | values).items()})
 
 
 def test_a_canary_like_its_baseline_passes_and_the_summary_carries_the_numbers() -> None:
     result = analyse(stats("canary"), stats("primary"), T)
     assert result.verdict == "pass" and result.reasons == ()
-    assert "canary 1000 req, 0.20% errors, p95 1000 ms, TTFT p95 300 ms" in result.summary
+    assert result.summary == (
+        "PASS: canary 1000 req, 0.20% errors, p95 1000 ms, TTFT p95 300 ms, OOM 0, breaker 0, restarts 0"
+        " | baseline 1000 req, 0.20% errors, p95 1000 ms, TTFT p95 300 ms"
+    )
+
+
+def test_every_declared_check_gives_a_line_with_its_values_and_limit() -> None:
+    result = analyse(stats("canary", errors=30), stats("primary"), T)
+    lines = {r.name: r for r in result.checks}
+    assert list(lines) == list(SHIPPED.checks)
+    assert (lines["error-rate"].outcome, lines["error-rate"].canary, lines["error-rate"].limit) == ("fail", 0.03, 0.02)
+    assert lines["error-rate"].reason == "error rate 3.00% above 2.00%"
+    assert (lines["requests"].outcome, lines["requests"].limit) == ("pass", 100.0)
+    assert (lines["p95-ttft"].outcome, lines["p95-ttft"].baseline, lines["p95-ttft"].reason) == ("pass", 300.0, None)
 
 
 def test_too_few_canary_requests_is_inconclusive_whatever_else_happens() -> None:
     result = analyse(stats("canary", requests=99, errors=50), stats("primary"), T)
     assert result.verdict == "inconclusive" and "only 99 canary requests, need 100" in result.reasons[0]
+    assert result.reasons == ("only 99 canary requests, need 100",)
+    assert {r.outcome for r in result.checks if r.name != "requests"} == {"not_judged"}
+    assert result.summary.startswith("INCONCLUSIVE: canary 99 req, 50.51% errors")
 
 
 @pytest.mark.parametrize(
@@ -43,6 +79,15 @@ def test_each_regression_fails_the_canary_with_its_reason(canary: dict[str, Any]
     result = analyse(stats("canary", **canary), stats("primary"), T)
     assert result.verdict == "fail"
     assert any(reason in r for r in result.reasons), result.reasons
+    assert result.summary.startswith("FAIL: ") and result.summary.endswith(" | " + "; ".join(result.reasons))
+
+
+def test_the_reasons_keep_the_full_wording() -> None:
+    result = analyse(stats("canary", errors=15, p95_latency_ms=1300.0), stats("primary"), T)
+    assert result.reasons == (
+        "error rate 1.50% vs baseline 0.20% (max increase 1.00%)",
+        "p95 latency 1300 ms is 30% above baseline 1000 ms (max 20%)",
+    )
 
 
 def test_a_small_latency_increase_within_the_limit_passes() -> None:
@@ -52,8 +97,44 @@ def test_a_small_latency_increase_within_the_limit_passes() -> None:
 def test_latency_is_not_judged_without_a_baseline_value() -> None:
     result = analyse(stats("canary", p95_latency_ms=5000.0), stats("primary", p95_latency_ms=None), T)
     assert result.verdict == "pass"
+    assert next(r for r in result.checks if r.name == "p95-latency").outcome == "not_judged"
+    assert "| baseline 1000 req, 0.20% errors, p95 n/a," in result.summary
+
+
+def test_no_canary_requests_is_no_error_rate() -> None:
+    result = analyse(stats("canary", requests=0, errors=0), stats("primary"), T)
+    assert result.verdict == "inconclusive" and result.reasons == ("only 0 canary requests, need 100",)
 
 
 def test_thresholds_are_per_rollout() -> None:
-    lenient = Thresholds(min_requests=100, max_oom=3)
+    lenient = SHIPPED.with_overrides(Thresholds(min_requests=100, max_oom=3))
     assert analyse(stats("canary", oom=2), stats("primary"), lenient).verdict == "pass"
+    assert analyse(stats("canary", oom=2), stats("primary"), T).verdict == "fail"
+
+
+@pytest.mark.parametrize("name", ["p95-latency", "p95-ttft"])
+def test_one_request_threshold_overrides_every_check_that_names_it(name: str) -> None:
+    loose = SHIPPED.with_overrides(Thresholds(min_requests=100, max_latency_regression=0.5))
+    assert loose.checks[name].limit == 0.5
+    canary = stats("canary", p95_latency_ms=1400.0, p95_ttft_ms=420.0)
+    assert analyse(canary, stats("primary"), loose).verdict == "pass"
+    assert analyse(canary, stats("primary"), T).verdict == "fail"
+
+
+def test_the_shipped_defaults_are_the_limits_a_request_did_not_set() -> None:
+    limits = {name: check.limit for name, check in SHIPPED.checks.items()}
+    assert limits == {
+        "requests": 200,
+        "error-rate": 0.02,
+        "error-rate-increase": 0.01,
+        "p95-latency": 0.2,
+        "p95-ttft": 0.2,
+        "oom": 0,
+        "breaker-trips": 0,
+        "engine-restarts": 0,
+    }
+    assert SHIPPED.with_overrides(Thresholds()) == SHIPPED
+    with_sample = SHIPPED.with_overrides(Thresholds(min_requests=5))
+    assert (
+        with_sample.checks["requests"].limit == 5 and with_sample.checks["error-rate"] == SHIPPED.checks["error-rate"]
+    )

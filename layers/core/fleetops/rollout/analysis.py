@@ -1,125 +1,150 @@
 """Canary analysis: canary vs baseline numbers in, pass / fail / inconclusive out, with the reasons.
 
-Rules (all thresholds are fields of :class:`Thresholds`, overridable per rollout):
-
-- fewer than ``min_requests`` canary requests in the window → inconclusive (never promote on no data);
-- canary error rate above ``max_error_rate`` or above the baseline's by more than
-  ``max_error_rate_increase`` → fail;
-- canary p95 latency or p95 time-to-first-token more than ``max_latency_regression`` (a fraction)
-  above the baseline's → fail (skipped when the baseline has no value);
-- OOMs caught, breaker trips or engine restarts on the canary above their maximum → fail.
+What is judged is declared in ``fleet_config/canary_checks.yaml`` (:mod:`fleetops.rollout.checks`), each
+limit overridable per rollout. A canary short of any ``minimum_sample`` check is inconclusive whatever else
+happened (never promote on no data); otherwise any failed check fails it. Every check gives one line of
+the result, judged or not, so the analysis shows what it looked at.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from fleetops.metrics import unit_of
+from fleetops.rollout.checks import CanaryCheck, CanaryChecks, Series
+from fleetops.validation import StrictModel
 
 Verdict = Literal["pass", "fail", "inconclusive"]
+#: ``not_judged``: no value to compare (no datapoints, no baseline), or the sample was too small.
+Outcome = Literal["pass", "fail", "inconclusive", "not_judged"]
 
 
-class Thresholds(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    min_requests: int = Field(default=200, ge=1, description="canary requests needed for a verdict")
-    max_error_rate: float = Field(default=0.02, ge=0, le=1)
-    max_error_rate_increase: float = Field(default=0.01, ge=0, le=1, description="over the baseline, absolute")
-    max_latency_regression: float = Field(default=0.2, ge=0, description="p95 latency/TTFT over baseline, fraction")
-    max_oom: int = Field(default=0, ge=0)
-    max_breaker_trips: int = Field(default=0, ge=0)
-    max_engine_restarts: int = Field(default=0, ge=0)
-
-
-class VariantStats(BaseModel):
-    """What one variant did in the analysis window (None: no datapoints)."""
-
-    model_config = ConfigDict(frozen=True)
+class VariantStats(StrictModel):
+    """What one variant did in the analysis window, by :attr:`Series.key` (None or absent: no datapoints)."""
 
     variant_name: str
-    requests: float = 0.0
-    errors: float = 0.0
-    p95_latency_ms: float | None = None
-    p95_ttft_ms: float | None = None
-    oom: float = 0.0
-    breaker_trips: float = 0.0
-    engine_restarts: float = 0.0
+    values: dict[str, float | None] = Field(default_factory=dict)
 
-    @property
-    def error_rate(self) -> float:
-        return self.errors / self.requests if self.requests else 0.0
+    def of(self, series: Series) -> float | None:
+        return self.values.get(series.key)
 
 
-class Analysis(BaseModel):
-    model_config = ConfigDict(frozen=True)
+class CheckResult(StrictModel):
+    """One check's line: the values compared, the limit applied, the outcome and, unless it passed, why."""
 
+    name: str
+    outcome: Outcome
+    canary: float | None
+    baseline: float | None
+    limit: float
+    reason: str | None = None
+
+
+class Analysis(StrictModel):
     verdict: Verdict
     reasons: tuple[str, ...]
+    checks: tuple[CheckResult, ...]
     canary: VariantStats
     baseline: VariantStats
     summary: str
 
 
-def _regression(name: str, canary: float | None, baseline: float | None, limit: float) -> str | None:
-    if canary is None or baseline is None or baseline <= 0:
+def value(check: CanaryCheck, stats: VariantStats) -> float | None:
+    """The check's value for one variant; a ratio is 0 when its divisor is (no requests, no error rate)."""
+    measured = stats.of(Series(check.metric, check.statistic))
+    if check.divided_by is None:
+        return measured
+    divisor = stats.of(Series(check.divided_by, check.statistic))
+    if measured is None or divisor is None:
         return None
-    if canary > baseline * (1 + limit):
-        return (
-            f"{name} {canary:.0f} ms is {canary / baseline - 1:.0%} above baseline {baseline:.0f} ms (max {limit:.0%})"
-        )
-    return None
+    return measured / divisor if divisor else 0.0
 
 
-def analyse(canary: VariantStats, baseline: VariantStats, thresholds: Thresholds) -> Analysis:
-    """Compare the canary with the baseline.
+def show(check: CanaryCheck, number: float | None) -> str:
+    """A value or limit as people read it: ratios as percentages, milliseconds with their unit."""
+    if number is None:
+        return "n/a"
+    if check.divided_by is not None:
+        return f"{number:.2%}"
+    unit = unit_of(check.metric)
+    if unit == "Milliseconds":
+        return f"{number:.0f} ms"
+    if unit == "Percent":
+        return f"{number:.1f}%"
+    return f"{number:.0f}" if float(number).is_integer() else f"{number:.2f}"
+
+
+def judge(name: str, check: CanaryCheck, canary: VariantStats, baseline: VariantStats) -> CheckResult:
+    """Apply one check to the canary (and, by its kind, the baseline)."""
+    c, b, limit = value(check, canary), value(check, baseline), check.limit
+    c_text, b_text, limit_text = show(check, c), show(check, b), show(check, limit)
+    outcome: Outcome = "pass"
+    reason = None
+    if check.compare == "minimum_sample":
+        if (c or 0.0) < limit:
+            outcome, reason = "inconclusive", f"only {show(check, c or 0.0)} {check.label}, need {limit_text}"
+    elif c is None:
+        outcome = "not_judged"
+    elif check.compare == "maximum":
+        if c > limit:
+            outcome, reason = "fail", f"{check.label} {c_text} above {limit_text}"
+    elif b is None or (check.compare == "baseline_regression" and b <= 0):
+        outcome = "not_judged"
+    elif check.compare == "baseline_increase":
+        if c > b + limit:
+            outcome, reason = "fail", f"{check.label} {c_text} vs baseline {b_text} (max increase {limit_text})"
+    elif c > b * (1 + limit):  # baseline_regression: the limit is a fraction of the baseline
+        outcome = "fail"
+        reason = f"{check.label} {c_text} is {c / b - 1:.0%} above baseline {b_text} (max {limit:.0%})"
+    return CheckResult(name=name, outcome=outcome, canary=c, baseline=b, limit=limit, reason=reason)
+
+
+def analyse(canary: VariantStats, baseline: VariantStats, checks: CanaryChecks) -> Analysis:
+    """Compare the canary with the baseline under ``checks`` (a rollout's overrides already applied).
 
     Examples
     --------
-    >>> t = Thresholds(min_requests=10)
-    >>> analyse(VariantStats(variant_name="c", requests=5), VariantStats(variant_name="p", requests=500), t).verdict
+    >>> from fleetops.rollout.checks import Thresholds, load_canary_checks
+    >>> checks = load_canary_checks().with_overrides(Thresholds(min_requests=10))
+    >>> def stats(name, requests, errors):
+    ...     return VariantStats(variant_name=name, values={"Requests:Sum": requests, "RequestErrors:Sum": errors})
+    >>> analyse(stats("c", 5, 0), stats("p", 500, 0), checks).verdict
     'inconclusive'
-    >>> c = VariantStats(variant_name="c", requests=100, errors=9)
-    >>> analyse(c, VariantStats(variant_name="p", requests=900, errors=9), t).verdict
-    'fail'
+    >>> analyse(stats("c", 100, 9), stats("p", 900, 9), checks).reasons
+    ('error rate 9.00% above 2.00%', 'error rate 9.00% vs baseline 1.00% (max increase 1.00%)')
     """
-    reasons: list[str] = []
-    if canary.requests < thresholds.min_requests:
-        reasons.append(f"only {canary.requests:.0f} canary requests, need {thresholds.min_requests}")
-        verdict: Verdict = "inconclusive"
-    else:
-        if canary.error_rate > thresholds.max_error_rate:
-            reasons.append(f"error rate {canary.error_rate:.2%} above {thresholds.max_error_rate:.2%}")
-        if canary.error_rate > baseline.error_rate + thresholds.max_error_rate_increase:
-            reasons.append(
-                f"error rate {canary.error_rate:.2%} vs baseline {baseline.error_rate:.2%} "
-                f"(max increase {thresholds.max_error_rate_increase:.2%})"
-            )
-        for name, c, b in (
-            ("p95 latency", canary.p95_latency_ms, baseline.p95_latency_ms),
-            ("p95 TTFT", canary.p95_ttft_ms, baseline.p95_ttft_ms),
-        ):
-            found = _regression(name, c, b, thresholds.max_latency_regression)
-            if found:
-                reasons.append(found)
-        for name, value, limit in (
-            ("OOMs caught", canary.oom, thresholds.max_oom),
-            ("breaker trips", canary.breaker_trips, thresholds.max_breaker_trips),
-            ("engine restarts", canary.engine_restarts, thresholds.max_engine_restarts),
-        ):
-            if value > limit:
-                reasons.append(f"{name} {value:.0f} above {limit}")
-        verdict = "fail" if reasons else "pass"
-    summary = (
-        f"{verdict.upper()}: canary {canary.requests:.0f} req, {canary.error_rate:.2%} errors, "
-        f"p95 {_ms(canary.p95_latency_ms)}, TTFT p95 {_ms(canary.p95_ttft_ms)}, OOM {canary.oom:.0f}, "
-        f"breaker {canary.breaker_trips:.0f}, restarts {canary.engine_restarts:.0f} | baseline "
-        f"{baseline.requests:.0f} req, {baseline.error_rate:.2%} errors, p95 {_ms(baseline.p95_latency_ms)}, "
-        f"TTFT p95 {_ms(baseline.p95_ttft_ms)}"
+    samples = [judge(n, c, canary, baseline) for n, c in checks.checks.items() if c.compare == "minimum_sample"]
+    short = [r for r in samples if r.outcome == "inconclusive"]
+    results = tuple(
+        CheckResult(name=n, outcome="not_judged", canary=value(c, canary), baseline=value(c, baseline), limit=c.limit)
+        if short and c.compare != "minimum_sample"
+        else judge(n, c, canary, baseline)
+        for n, c in checks.checks.items()
     )
-    if reasons:
-        summary += " | " + "; ".join(reasons)
-    return Analysis(verdict=verdict, reasons=tuple(reasons), canary=canary, baseline=baseline, summary=summary)
+    reasons = tuple(r.reason for r in results if r.reason)
+    verdict: Verdict = "inconclusive" if short else "fail" if reasons else "pass"
+    return Analysis(
+        verdict=verdict,
+        reasons=reasons,
+        checks=results,
+        canary=canary,
+        baseline=baseline,
+        summary=_summary(verdict, canary, baseline, checks, reasons),
+    )
 
 
-def _ms(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.0f} ms"
+def _summary(
+    verdict: Verdict, canary: VariantStats, baseline: VariantStats, checks: CanaryChecks, reasons: tuple[str, ...]
+) -> str:
+    # The baseline's side shows its traffic and what the canary is compared with, not canary-only maxima.
+    shown = [c for c in checks.checks.values() if c.summary]
+    ours = ", ".join(_line(c, canary) for c in shown)
+    theirs = ", ".join(_line(c, baseline) for c in shown if c.compare != "maximum")
+    summary = f"{verdict.upper()}: canary {ours} | baseline {theirs}"
+    return summary + " | " + "; ".join(reasons) if reasons else summary
+
+
+def _line(check: CanaryCheck, stats: VariantStats) -> str:
+    return (check.summary or "{}").replace("{}", show(check, value(check, stats)))

@@ -1,73 +1,91 @@
-"""Read what a variant did in a time window from CloudWatch (names from :mod:`fleetops.metrics`)."""
+"""Read what a variant did in a time window from CloudWatch: the series the declared canary checks name."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import boto3
 
 from fleetops.aws.retry import RetryPolicy, call_with_retry
-from fleetops.metrics import NAMESPACE, Dimension, MetricName
+from fleetops.metrics import NAMESPACE, Dimension
 from fleetops.rollout.analysis import VariantStats
+from fleetops.rollout.checks import CanaryChecks, Series
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient
 
-#: field of VariantStats -> (metric, statistic)
-QUERIES: dict[str, tuple[MetricName, str]] = {
-    "requests": (MetricName.REQUESTS, "Sum"),
-    "errors": (MetricName.REQUEST_ERRORS, "Sum"),
-    "p95_latency_ms": (MetricName.REQUEST_LATENCY, "p95"),
-    "p95_ttft_ms": (MetricName.TIME_TO_FIRST_TOKEN, "p95"),
-    "oom": (MetricName.OOM_CAUGHT, "Sum"),
-    "breaker_trips": (MetricName.BREAKER_TRIPS, "Sum"),
-    "engine_restarts": (MetricName.ENGINE_RESTARTS, "Sum"),
-}
+#: Statistics that add up over periods; any other takes the worst period (conservative).
+_ADDITIVE = frozenset({"Sum", "SampleCount"})
+
+
+def metric_data_queries(
+    series: Sequence[Series], endpoint_name: str, variant_name: str, period: int
+) -> list[dict[str, Any]]:
+    """One GetMetricData query per series, ``Id`` ``q<index>`` (ids must start with a lower-case letter).
+
+    Examples
+    --------
+    >>> from fleetops.metrics import MetricName
+    >>> [q] = metric_data_queries([Series(MetricName.REQUESTS, "Sum")], "e", "canary", 900)
+    >>> q["Id"], q["MetricStat"]["Metric"]["MetricName"], q["MetricStat"]["Stat"], q["MetricStat"]["Period"]
+    ('q0', 'Requests', 'Sum', 900)
+    """
+    dimensions = [
+        {"Name": Dimension.ENDPOINT.value, "Value": endpoint_name},
+        {"Name": Dimension.VARIANT.value, "Value": variant_name},
+    ]
+    return [
+        {
+            "Id": f"q{i}",
+            "MetricStat": {
+                "Metric": {"Namespace": NAMESPACE, "MetricName": s.metric.value, "Dimensions": dimensions},
+                "Period": period,
+                "Stat": s.statistic,
+            },
+            "ReturnData": True,
+        }
+        for i, s in enumerate(series)
+    ]
+
+
+def combine(statistic: str, found: Sequence[float]) -> float | None:
+    """One value from a series' periods: sums add up (0 without data); the others take the worst period.
+
+    Examples
+    --------
+    >>> combine("Sum", []), combine("p95", []), combine("p95", [300.0, 420.0]), combine("Minimum", [3.0, 1.0])
+    (0.0, None, 420.0, 1.0)
+    """
+    if statistic in _ADDITIVE:
+        return float(sum(found))
+    if not found:
+        return None
+    return min(found) if statistic == "Minimum" else max(found)
 
 
 class CanaryMetrics:
-    def __init__(self, client: CloudWatchClient | None = None, retry: RetryPolicy | None = None) -> None:
+    def __init__(
+        self, checks: CanaryChecks, client: CloudWatchClient | None = None, retry: RetryPolicy | None = None
+    ) -> None:
+        self._series = checks.series()
         self._client = client or boto3.client("cloudwatch")
         self._retry = retry or RetryPolicy()
 
     def variant_stats(self, endpoint_name: str, variant_name: str, start: datetime, end: datetime) -> VariantStats:
-        """One GetMetricData call for every metric of the variant over ``[start, end)`` as one period.
-
-        Sums add up over the returned periods; a percentile takes the worst period (conservative).
-        """
+        """One GetMetricData call for every series of the variant over ``[start, end)`` as one period."""
         period = max(60, math.ceil((end - start).total_seconds() / 60) * 60)
-        dimensions = [
-            {"Name": Dimension.ENDPOINT.value, "Value": endpoint_name},
-            {"Name": Dimension.VARIANT.value, "Value": variant_name},
-        ]
-        queries: list[Any] = [
-            {
-                "Id": field,
-                "MetricStat": {
-                    "Metric": {"Namespace": NAMESPACE, "MetricName": metric.value, "Dimensions": dimensions},
-                    "Period": period,
-                    "Stat": stat,
-                },
-                "ReturnData": True,
-            }
-            for field, (metric, stat) in QUERIES.items()
-        ]
-        values: dict[str, list[float]] = {field: [] for field in QUERIES}
+        queries: list[Any] = metric_data_queries(self._series, endpoint_name, variant_name, period)
+        found: dict[str, list[float]] = {q["Id"]: [] for q in queries}
         kwargs: dict[str, Any] = {"MetricDataQueries": queries, "StartTime": start, "EndTime": end}
         while True:
             page = call_with_retry(self._retry, self._client.get_metric_data, **kwargs)
             for result in page["MetricDataResults"]:
-                values[result["Id"]].extend(float(v) for v in result.get("Values", []) if v is not None)
+                found[result["Id"]].extend(float(v) for v in result.get("Values", []) if v is not None)
             if not page.get("NextToken"):
                 break
             kwargs["NextToken"] = page["NextToken"]
-        stats: dict[str, Any] = {"variant_name": variant_name}
-        for field, (_, stat) in QUERIES.items():
-            found = values[field]
-            if stat == "Sum":
-                stats[field] = sum(found)
-            else:
-                stats[field] = max(found) if found else None
-        return VariantStats.model_validate(stats)
+        values = {s.key: combine(s.statistic, found[f"q{i}"]) for i, s in enumerate(self._series)}
+        return VariantStats(variant_name=variant_name, values=values)

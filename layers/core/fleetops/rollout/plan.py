@@ -12,12 +12,13 @@ import re
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from fleetops.endpoint import EndpointSnapshot, VariantSnapshot
 from fleetops.model_contract import ENGINE_KNOB_PREFIX, OWNED, EngineKnobs, ModelContract, adapter_problems
-from fleetops.rollout.analysis import Thresholds
+from fleetops.rollout.checks import Thresholds
 from fleetops.tables import REGISTRY_PK, REGISTRY_SK
+from fleetops.validation import StrictModel, problems
 
 DEFAULT_STEPS = (5, 25, 50, 75, 100)
 # SageMaker resource names: alphanumerics and hyphens, at most 63 characters.
@@ -36,11 +37,7 @@ class EndpointNotReadyForRolloutError(RuntimeError):
     """The endpoint cannot start a rollout now (not InService, or a canary variant is already there)."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ModelSpec(_Strict):
+class ModelSpec(StrictModel):
     """The new model version: image, weights, adapters and engine knobs (see :mod:`fleetops.model_contract`)."""
 
     name: str = Field(min_length=1, max_length=64, description="model family in the registry, e.g. manga-llama")
@@ -98,19 +95,19 @@ class ModelSpec(_Strict):
         return container
 
 
-class CanarySpec(_Strict):
+class CanarySpec(StrictModel):
     instance_type: str = Field(pattern=r"^ml\.[a-z0-9-]+\.[a-z0-9]+$")
     instance_count: int = Field(default=1, ge=1, le=20)
     variant_name: str = Field(default="canary", min_length=1, max_length=63, pattern=_NAME.pattern)
 
 
-class StepSpec(_Strict):
+class StepSpec(StrictModel):
     weight: int = Field(gt=0, le=100, description="percent of traffic on the canary")
     bake_seconds: int | None = Field(default=None, ge=0)
     approval: bool | None = None
 
 
-class ApprovalSettings(_Strict):
+class ApprovalSettings(StrictModel):
     timeout_seconds: int = Field(default=24 * 3600, ge=1, description="hard limit for a decision")
     heartbeat_seconds: int = Field(
         default=4 * 3600, ge=1, description="a decision or a heartbeat (`more time`) is due within this"
@@ -123,7 +120,7 @@ class ApprovalSettings(_Strict):
         return self
 
 
-class InServiceSettings(_Strict):
+class InServiceSettings(StrictModel):
     """Bounded polling with backoff while SageMaker applies a change."""
 
     first_wait_seconds: int = Field(default=30, ge=1)
@@ -146,7 +143,7 @@ class InServiceSettings(_Strict):
         return waits
 
 
-class RolloutRequest(_Strict):
+class RolloutRequest(StrictModel):
     """What an operator (or CI) passes to the canary rollout state machine."""
 
     rollout_id: str = Field(min_length=1, max_length=40, pattern=_NAME.pattern)
@@ -157,7 +154,7 @@ class RolloutRequest(_Strict):
     bake_seconds: int = Field(default=900, ge=0)
     approval_steps: tuple[int, ...] = (100,)
     approval: ApprovalSettings = ApprovalSettings()
-    thresholds: Thresholds = Thresholds()
+    thresholds: Thresholds = Thresholds()  # overrides of the limits in fleet_config/canary_checks.yaml
     in_service: InServiceSettings = InServiceSettings()
     max_extensions: int = Field(default=2, ge=0, le=10, description="extra bakes allowed on an inconclusive verdict")
     requested_by: str = Field(default="unknown", max_length=256)
@@ -201,7 +198,7 @@ class RolloutRequest(_Strict):
         return specs
 
 
-class Pointer(_Strict):
+class Pointer(StrictModel):
     """The model-version pointer of an endpoint (an SSM parameter holding this as JSON)."""
 
     model: str
@@ -216,7 +213,7 @@ class Pointer(_Strict):
         return json.dumps(self.model_dump(mode="json"), sort_keys=True)
 
 
-class PlanStep(_Strict):
+class PlanStep(StrictModel):
     index: int
     weight: int
     weights: tuple[dict[str, Any], ...] = Field(description="DesiredWeightsAndCapacities for this step")
@@ -224,7 +221,7 @@ class PlanStep(_Strict):
     approval: bool
 
 
-class RolloutPlan(_Strict):
+class RolloutPlan(StrictModel):
     """Everything the state machine needs, computed once; field names are read by the ASL."""
 
     rollout_id: str
@@ -252,7 +249,7 @@ class RolloutPlan(_Strict):
     in_service_waits: tuple[int, ...]
     in_service_polls: int
     approval: ApprovalSettings
-    thresholds: Thresholds
+    thresholds: Thresholds  # the request's overrides only; the analysis applies them to the declared checks
     max_extensions: int
     pointer_parameter: str
     new_pointer: Pointer
@@ -281,8 +278,7 @@ def parse_request(event: dict[str, Any]) -> RolloutRequest:
     try:
         return RolloutRequest.model_validate(event)
     except ValidationError as exc:
-        lines = [f"{'.'.join(map(str, e['loc'])) or 'request'}: {e['msg']}" for e in exc.errors()]
-        raise RolloutInputError("invalid rollout request: " + "; ".join(lines)) from None
+        raise RolloutInputError("invalid rollout request: " + "; ".join(problems(exc))) from None
 
 
 def _split_weight(total: float, variants: tuple[VariantSnapshot, ...]) -> list[dict[str, Any]]:

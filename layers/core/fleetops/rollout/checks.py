@@ -1,0 +1,191 @@
+"""The canary checks, declared as data in ``fleet_config/canary_checks.yaml``, and a rollout's overrides.
+
+One list drives both the CloudWatch queries (:mod:`fleetops.rollout.canary_metrics`) and the verdict
+(:mod:`fleetops.rollout.analysis`); what each field means is written at the top of the YAML file.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+
+from fleetops.metrics import MetricName
+from fleetops.validation import StrictModel, problems
+
+#: The shipped checks: ``fleet_config`` sits beside the package, in the repository as in the layer (/opt/python).
+CANARY_CHECKS = Path(__file__).resolve().parents[2] / "fleet_config" / "canary_checks.yaml"
+
+Compare = Literal["minimum_sample", "maximum", "baseline_increase", "baseline_regression"]
+_STATISTIC = re.compile(r"^(Sum|SampleCount|Average|Maximum|Minimum|p(\d{1,2}(\.\d+)?|100))$")
+_CHECK_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+class CanaryChecksError(ValueError):
+    """The canary checks file cannot be used (unreadable, not YAML, or invalid); the message names the check."""
+
+
+@dataclass(frozen=True)
+class Series:
+    """One value read per variant: a metric under one statistic."""
+
+    metric: MetricName
+    statistic: str
+
+    @property
+    def key(self) -> str:
+        """How the value is keyed in :class:`fleetops.rollout.analysis.VariantStats`."""
+        return f"{self.metric}:{self.statistic}"
+
+
+class Thresholds(StrictModel):
+    """A rollout's overrides of the declared limits; ``None`` keeps the check's own ``limit``.
+
+    The field names are the rollout request's (``thresholds``); a check names the field that overrides it
+    (``request_threshold``), and one field may override several checks (both latency regressions).
+    Only the fields set are serialised, so a plan shows what the rollout changed.
+    """
+
+    min_requests: int | None = Field(default=None, ge=1, description="canary requests needed for a verdict")
+    max_error_rate: float | None = Field(default=None, ge=0, le=1)
+    max_error_rate_increase: float | None = Field(default=None, ge=0, le=1, description="over the baseline")
+    max_latency_regression: float | None = Field(default=None, ge=0, description="p95 over baseline, fraction")
+    max_oom: int | None = Field(default=None, ge=0)
+    max_breaker_trips: int | None = Field(default=None, ge=0)
+    max_engine_restarts: int | None = Field(default=None, ge=0)
+
+    @model_serializer(mode="wrap")
+    def _set_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        return {name: value for name, value in dumped.items() if value is not None}
+
+
+class CanaryCheck(StrictModel):
+    """One declared check (see the header of ``canary_checks.yaml``)."""
+
+    metric: MetricName
+    divided_by: MetricName | None = None
+    statistic: str
+    compare: Compare
+    limit: float = Field(ge=0)
+    request_threshold: str | None = None
+    label: str = Field(min_length=1, description="how the check reads in a reason")
+    summary: str | None = Field(default=None, description="how its value reads in the summary; '{}' is the value")
+
+    @field_validator("metric", "divided_by", mode="before")
+    @classmethod
+    def _known_metric(cls, name: object) -> object:
+        names = [m.value for m in MetricName]
+        if name is None or name in names:
+            return name
+        close = difflib.get_close_matches(str(name), names, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ValueError(f"unknown metric {name!r}, not a name of fleetops.metrics.MetricName{hint}")
+
+    @field_validator("statistic")
+    @classmethod
+    def _known_statistic(cls, statistic: str) -> str:
+        if not _STATISTIC.match(statistic):
+            raise ValueError(
+                f"unknown statistic {statistic!r}: use Sum, SampleCount, Average, Maximum, Minimum "
+                "or a percentile such as p95"
+            )
+        return statistic
+
+    @field_validator("request_threshold")
+    @classmethod
+    def _known_threshold(cls, name: str | None) -> str | None:
+        if name is not None and name not in Thresholds.model_fields:
+            raise ValueError(f"{name!r} is not a rollout request threshold: one of {sorted(Thresholds.model_fields)}")
+        return name
+
+    @field_validator("summary")
+    @classmethod
+    def _one_placeholder(cls, summary: str | None) -> str | None:
+        if summary is not None and (summary.count("{}") != 1 or "{" in summary.replace("{}", "")):
+            raise ValueError(f"summary {summary!r} must hold '{{}}' (the value) once and no other braces")
+        return summary
+
+    def series(self) -> tuple[Series, ...]:
+        """What the check reads: its metric, and the divisor of a ratio."""
+        own = Series(self.metric, self.statistic)
+        return (own,) if self.divided_by is None else (own, Series(self.divided_by, self.statistic))
+
+
+class CanaryChecks(StrictModel):
+    """The declared checks, in the order their reasons are listed."""
+
+    version: str = Field(min_length=1)
+    checks: dict[str, CanaryCheck] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _complete(self) -> CanaryChecks:
+        bad = [name for name in self.checks if not _CHECK_ID.match(name)]
+        if bad:
+            raise ValueError(f"check names must be lower-case kebab-case (they name the analysis lines): {bad}")
+        if not any(c.compare == "minimum_sample" for c in self.checks.values()):
+            raise ValueError("no minimum_sample check: a canary without traffic would pass")
+        # Every threshold a request may set must still change something.
+        claimed = {c.request_threshold for c in self.checks.values()}
+        orphans = sorted(set(Thresholds.model_fields) - claimed)
+        if orphans:
+            raise ValueError(f"rollout request thresholds {orphans} override no check: name them in request_threshold")
+        return self
+
+    def series(self) -> tuple[Series, ...]:
+        """Every series the checks read, each once, in declaration order (one query each).
+
+        Examples
+        --------
+        >>> [s.key for s in load_canary_checks().series()][:3]
+        ['Requests:Sum', 'RequestErrors:Sum', 'RequestLatencyMs:p95']
+        """
+        return tuple(dict.fromkeys(s for check in self.checks.values() for s in check.series()))
+
+    def with_overrides(self, thresholds: Thresholds) -> CanaryChecks:
+        """The checks with a rollout's overrides applied to the limits.
+
+        Examples
+        --------
+        >>> checks = load_canary_checks().with_overrides(Thresholds(max_latency_regression=0.5))
+        >>> checks.checks["p95-latency"].limit, checks.checks["p95-ttft"].limit, checks.checks["oom"].limit
+        (0.5, 0.5, 0.0)
+        """
+        set_now = thresholds.model_dump()
+        checks: dict[str, CanaryCheck] = {}
+        for name, check in self.checks.items():
+            override = set_now.get(check.request_threshold) if check.request_threshold else None
+            checks[name] = check if override is None else check.model_copy(update={"limit": float(override)})
+        return self.model_copy(update={"checks": checks})
+
+
+def load_canary_checks(path: str | Path = CANARY_CHECKS) -> CanaryChecks:
+    """Read and validate the canary checks; any problem raises :class:`CanaryChecksError` naming file and check.
+
+    Examples
+    --------
+    >>> load_canary_checks().checks["requests"].limit
+    200.0
+    """
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise CanaryChecksError(f"cannot read canary checks {path}: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise CanaryChecksError(f"canary checks {path} must be a mapping, got {type(raw).__name__}")
+    try:
+        return CanaryChecks.model_validate(raw)
+    except ValidationError as exc:
+        raise CanaryChecksError(f"invalid canary checks {path}: " + "; ".join(problems(exc, root="file"))) from None
