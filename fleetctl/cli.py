@@ -1,0 +1,212 @@
+"""The ``fleetctl`` command line: parse, hand over to one command function, turn errors into exit codes.
+
+Importing this module is cheap (argparse only): boto3, pydantic and rich load when a command needs them,
+so ``fleetctl --help`` answers at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from fleetctl.errors import EXIT_CODE_HELP, CliError, ExitCode
+
+DESCRIPTION = """\
+See, explain and undo what the fleet's automation does, one command per question:
+  status      what the endpoint runs now and what will change it next
+  why         the audit trail: who or what changed it, why, before -> after
+  plan        what the pre-scaler would do at a given time (dry run)
+  calendar    list, add or remove one-off releases
+  rollout     start, follow, approve, reject or abort a canary rollout
+  rollback    return the endpoint to the model before the last promotion
+  kill-switch stop (engage) or resume (release) every automated change
+  simulate    the capacity simulator (python -m fleetsim)"""
+
+EPILOG = f"""\
+The stack is named with --stack or FLEETCTL_STACK; every resource is found from its outputs.
+{EXIT_CODE_HELP}"""
+
+
+def _common(json_default: object, suppress: bool) -> argparse.ArgumentParser:
+    """Options accepted before and after the subcommand (the subcommand's copy does not reset the other's)."""
+    default = argparse.SUPPRESS if suppress else None
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("common options")
+    group.add_argument("--stack", default=default, help="the deployed stack (default: $FLEETCTL_STACK)", metavar="NAME")
+    group.add_argument("--region", default=default, help="AWS region (default: AWS_REGION or the profile's)")
+    group.add_argument("--profile", default=default, help="AWS profile (default: AWS_PROFILE)")
+    group.add_argument("--json", action="store_true", default=json_default, help="one JSON document on stdout")
+    group.add_argument(
+        "--fleet", default=default, help="fleet.yaml (default: the one in this checkout, deployed with the layer)"
+    )
+    group.add_argument("--now", default=default, help=argparse.SUPPRESS)  # reproducible runs (tests, bench)
+    return common
+
+
+if TYPE_CHECKING:
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+
+
+def _command(
+    sub: Subparsers,
+    name: str,
+    target: str,
+    help_text: str,
+    parents: list[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=help_text,
+        description=help_text,
+        parents=parents,
+        epilog=EXIT_CODE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.set_defaults(target=target)
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fleetctl",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[_common(False, suppress=False)],
+    )
+    common = [_common(argparse.SUPPRESS, suppress=True)]
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_status_and_why(sub, common)
+    kill = _command(sub, "kill-switch", "kill_switch", "stop or resume every automated fleet change", common)
+    kill.add_argument("action", choices=["engage", "release", "status"])
+    kill.add_argument("--reason", default="", help="why (recorded in the audit trail)")
+    _add_calendar(sub, common)
+    plan = _command(sub, "plan", "plan", "dry run of the pre-scale reconciler at a time, as a timeline", common)
+    plan.add_argument("endpoint", nargs="?", help="default: every endpoint the stack manages")
+    plan.add_argument("--at", default="now", help="the moment to plan at (default now), e.g. 2026-12-04T09:00")
+    plan.add_argument("--timezone", default="UTC", help="zone of --at without an offset, and of the timeline")
+    _add_rollout(sub, common)
+    rollback = _command(
+        sub, "rollback", "rollback", "return the endpoint to the config before the last promotion", common
+    )
+    rollback.add_argument("endpoint", nargs="?", help="default: the stack's RemediatedEndpointName")
+    rollback.add_argument("--reason", required=True, help="why (audited, and in the notification)")
+    rollback.add_argument("--to", dest="target_config", help="an endpoint config to return to (default: the pointer's)")
+    _wait_options(rollback, default_wait=True)
+    simulate = _command(sub, "simulate", "simulate", "the capacity simulator (python -m fleetsim)", [])
+    simulate.add_argument("args", nargs=argparse.REMAINDER, help="fleetsim's arguments (fleetctl simulate --help)")
+    return parser
+
+
+def _add_status_and_why(sub: Subparsers, common: list[argparse.ArgumentParser]) -> None:
+    status = _command(sub, "status", "status", "variants, capacity, next scheduled actions, alarms, rollout", common)
+    status.add_argument("endpoint", nargs="?", help="default: the stack's RemediatedEndpointName")
+    status.add_argument("--actions", type=int, default=5, help="how many upcoming scheduled actions (default 5)")
+    why = _command(sub, "why", "why", "the audit trail as a timeline: who or what, why, before -> after", common)
+    why.add_argument("endpoint", nargs="?", help="default: the stack's RemediatedEndpointName")
+    why.add_argument("--since", default="24h", help="a duration (30m, 6h, 2d, 1w) or a time (default 24h)")
+    why.add_argument("--timezone", default="UTC", help="zone of --since times without an offset (default UTC)")
+    why.add_argument("--actor", help="only this writer (prescale, alarm_responder, canary_rollout, rollback, ...)")
+
+
+def _add_calendar(sub: Subparsers, common: list[argparse.ArgumentParser]) -> None:
+    calendar = _command(sub, "calendar", "calendar", "one-off releases in the calendar table", common)
+    cal = calendar.add_subparsers(dest="calendar_action", metavar="ACTION", required=True)
+    cal.add_parser("list", help="every calendar entry and whether it is valid", parents=common)
+    add = cal.add_parser(
+        "add",
+        help="add a one-off release (validated as the reconciler validates it)",
+        parents=common,
+        description="Add a one-off release. The reconciler picks it up within a minute.",
+    )
+    add.add_argument("--name", required=True, help="e.g. 'One Piece ch. 1100'")
+    add.add_argument("--start", required=True, help="local wall-clock time in --timezone, e.g. 2026-12-04T20:00")
+    add.add_argument("--timezone", required=True, help="IANA zone, e.g. Asia/Tokyo")
+    length = add.add_mutually_exclusive_group(required=True)
+    length.add_argument("--duration", type=int, help="minutes")
+    length.add_argument("--end", help="local end time, e.g. 2026-12-04T23:00")
+    add.add_argument("--multiplier", type=float, required=True, help="traffic relative to the baseline, e.g. 3")
+    add.add_argument("--reason", default="", help="shown in plans, scheduled actions and the audit trail")
+    add.add_argument("--endpoint", action="append", default=[], help="only this endpoint (repeat; default all)")
+    add.add_argument("--id", dest="event_id", help="the row's key (default: derived from --name)")
+    add.add_argument("--replace", action="store_true", help="overwrite an entry with the same id")
+    remove = cal.add_parser("remove", help="remove a one-off release by id", parents=common)
+    remove.add_argument("event_id", metavar="ID")
+
+
+def _add_rollout(sub: Subparsers, common: list[argparse.ArgumentParser]) -> None:
+    rollout = _command(sub, "rollout", "rollout", "canary rollouts: start, status, approve, reject, abort", common)
+    ro = rollout.add_subparsers(dest="rollout_action", metavar="ACTION", required=True)
+    start = ro.add_parser("start", help="start a rollout from a request file (JSON)", parents=common)
+    start.add_argument("file", help="the request (README, Operate), e.g. rollout.json; - reads stdin")
+    _wait_options(start, default_wait=False)
+    status = ro.add_parser("status", help="one rollout, or every rollout in flight", parents=common)
+    status.add_argument("rollout_id", nargs="?", metavar="ROLLOUT_ID")
+    approve = ro.add_parser("approve", help="approve the step a rollout waits at", parents=common)
+    approve.add_argument("rollout_id", metavar="ROLLOUT_ID")
+    reject = ro.add_parser("reject", help="reject the step a rollout waits at (it rolls back)", parents=common)
+    reject.add_argument("rollout_id", metavar="ROLLOUT_ID")
+    reject.add_argument("--reason", required=True, help="why (recorded with the decision)")
+    abort = ro.add_parser("abort", help="abort a rollout in flight: back to the config it started from", parents=common)
+    abort.add_argument("rollout_id", metavar="ROLLOUT_ID")
+    abort.add_argument("--reason", required=True, help="why (audited, and in the notification)")
+    _wait_options(abort, default_wait=True)
+
+
+def _wait_options(parser: argparse.ArgumentParser, default_wait: bool) -> None:
+    wait = parser.add_mutually_exclusive_group()
+    wait.add_argument("--wait", dest="wait", action="store_true", default=default_wait, help="follow it to the end")
+    wait.add_argument("--no-wait", dest="wait", action="store_false", help="return once it has started")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds --wait waits (default 900)")
+
+
+def _environment(args: argparse.Namespace) -> None:
+    """--region/--profile apply to every AWS client of the process, fleetops' adapters included."""
+    if getattr(args, "region", None):
+        os.environ["AWS_REGION"] = os.environ["AWS_DEFAULT_REGION"] = args.region
+    if getattr(args, "profile", None):
+        os.environ["AWS_PROFILE"] = args.profile
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit code (see :class:`~fleetctl.errors.ExitCode`)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["simulate"]:  # everything after it is fleetsim's, --help included
+        from fleetctl.commands import simulate
+
+        return simulate(argv[1:])
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse printed usage (exit 2) or help (exit 0)
+        return int(exc.code or 0) if not isinstance(exc.code, str) else int(ExitCode.USAGE)
+    _environment(args)
+    from fleetctl.output import Output
+
+    out = Output(json_mode=bool(args.json))
+    try:
+        command = getattr(importlib.import_module("fleetctl.commands"), args.target)
+        return int(command(args, out))
+    except CliError as error:
+        out.error(error)
+        return int(error.exit_code)
+    except KeyboardInterrupt:
+        out.error(CliError(ExitCode.FAILED, "interrupted", "run the command again; what it started keeps going"))
+        return 130
+    except Exception as exc:
+        from fleetctl.aws_errors import translate
+
+        known = translate(exc)
+        if known is None:
+            raise
+        out.error(known)
+        return int(known.exit_code)
+
+
+def run() -> None:
+    """Console-script entry point (``[project.scripts]``)."""
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Pure formatting: report models in, rich renderables out (no AWS, no clock)."""

@@ -1,0 +1,100 @@
+"""``fleetctl`` against the emulator: a stack whose outputs name the local resources, the CLI run in-process.
+
+The CLI runs in this process (``fleetctl.cli.main``) so that the workflows' Lambda tasks reach the project's
+real handlers through :mod:`devtools.lambda_dispatch`, as in the workflow tests; one test runs the installed
+``fleetctl`` command itself. AWS is reached only over HTTP through the moto server (``AWS_ENDPOINT_URL``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from referencing import Registry, Resource
+
+from devtools import operator_stack
+from devtools import rollout_workflow as wf
+from devtools.emulator_extensions import sagemaker as emulated_sagemaker
+from fleetctl import awsclients
+from fleetctl.cli import main
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+SCHEMAS = Path(__file__).resolve().parents[3] / "fleetctl" / "schemas"
+#: Every command below runs "now" at this time, so the snapshots do not move with the clock.
+NOW = "2026-12-01T00:00:00Z"
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Run ``fleetctl ARGS`` against the emulated stack; returns its exit code and output."""
+    monkeypatch.setenv("FLEETCTL_STACK", operator_stack.STACK)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+    def run(*args: str) -> Result:
+        capsys.readouterr()
+        code = main(["--now", NOW, *args])
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    return run
+
+
+@pytest.fixture(autouse=True)
+def _fresh_clients() -> Iterator[None]:
+    """fleetctl caches its clients per process; each test starts with new ones (credentials are read at creation)."""
+    awsclients.reset()
+    yield
+    awsclients.reset()
+
+
+@pytest.fixture
+def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[operator_stack.OperatorStack]:
+    """The emulated stack ``manga-llm-fleet`` with the endpoint ``manga-chat-prod``; workflow handlers routed."""
+    deployed = operator_stack.deploy()
+    monkeypatch.setattr(emulated_sagemaker.behaviour, "update_seconds", 0.5)
+    for key, value in deployed.workflow.environment.items():
+        monkeypatch.setenv(key, value)
+    with wf.handlers():
+        yield deployed
+
+
+def check_schema(document: Any, schema_name: str) -> None:
+    """Validate ``document`` against ``fleetctl/schemas/<schema_name>.json`` (with the schemas it refers to)."""
+    resources = [
+        (path.name, Resource.from_contents(json.loads(path.read_text()))) for path in sorted(SCHEMAS.glob("*.json"))
+    ]
+    registry = Registry().with_resources(resources)
+    schema = json.loads((SCHEMAS / f"{schema_name}.json").read_text())
+    jsonschema.Draft202012Validator(
+        schema, registry=registry, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+    ).validate(document)
+
+
+def check_snapshot(name: str, text: str) -> None:
+    """Compare what a person sees with ``snapshots/<name>.txt``; ``UPDATE_SNAPSHOTS=1`` rewrites it."""
+    actual = "\n".join(line.rstrip() for line in text.strip("\n").splitlines()) + "\n"
+    path = SNAPSHOTS / f"{name}.txt"
+    if os.environ.get("UPDATE_SNAPSHOTS") == "1":
+        path.write_text(actual)
+    expected = path.read_text() if path.exists() else ""
+    if actual != expected:
+        diff = "".join(difflib.unified_diff(expected.splitlines(True), actual.splitlines(True), "expected", "actual"))
+        pytest.fail(f"output differs from {path.name} (UPDATE_SNAPSHOTS=1 rewrites it):\n{diff}")

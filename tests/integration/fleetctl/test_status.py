@@ -1,0 +1,145 @@
+"""``fleetctl status``, ``why`` and ``kill-switch`` on the emulated stack."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import boto3
+
+from devtools import operator_stack
+from devtools import rollout_workflow as wf
+from devtools.alarms import create_alarms
+from fleetops.aws.audit_table import AuditTable
+from fleetops.aws.autoscaling import AutoScaling
+from fleetops.aws.lease import EndpointLease
+from fleetops.aws.switches import KillSwitch
+from fleetops.config import load_fleet_config
+from fleetops.prescale.calendar_table import CalendarTable
+from fleetops.prescale.reconciler import PrescaleDeps, reconcile
+from fleetops.rollout.plan import Pointer
+from tests.conftest import REPO
+from tests.integration.fleetctl.conftest import check_schema, check_snapshot
+
+FLEET = REPO / "layers/core/fleet_config/fleet.yaml"
+ONE_PIECE = {
+    "name": "One Piece ch. 1100",
+    "start": "2026-12-04T20:00",
+    "timezone": "Asia/Tokyo",
+    "duration_minutes": 180,
+    "multiplier": 3,
+    "reason": "One Piece chapter 1100 release",
+}
+
+
+def _prescaled(stack: operator_stack.OperatorStack, at: datetime) -> None:
+    """What the deployed reconciler does on its schedule: scheduled actions and their audit records."""
+    env = stack.workflow.environment
+    CalendarTable(env["CALENDAR_TABLE"]).put("one-piece-1100", ONE_PIECE)
+    deps = PrescaleDeps(
+        autoscaling=AutoScaling(),
+        calendar=CalendarTable(env["CALENDAR_TABLE"]),
+        audit=AuditTable(env["AUDIT_TABLE"]),
+        kill_switch=KillSwitch(env["KILL_SWITCH_PARAMETER"]),
+        lease=EndpointLease(env["LEASE_TABLE"]),
+    )
+    reconcile(load_fleet_config(FLEET), deps, now=at, trigger="schedule", dry_run=False, environment="prod")
+
+
+def _pointer(endpoint: str = operator_stack.ENDPOINT) -> None:
+    pointer = Pointer(
+        model="manga-llama",
+        version="v6",
+        sagemaker_model=f"{endpoint}-v6-model",
+        endpoint_config_name=f"{endpoint}-v6-config",
+        rollout_id="llama-q4-v6",
+        previous_endpoint_config_name=f"{endpoint}-v5-config",
+        previous_version="v5",
+    )
+    boto3.client("ssm").put_parameter(Name=f"{wf.POINTER_PREFIX}/{endpoint}", Value=pointer.to_json(), Type="String")
+
+
+def test_status_shows_capacity_the_next_actions_with_their_reasons_and_the_model(stack, cli) -> None:
+    _prescaled(stack, datetime(2026, 11, 30, 23, 45, tzinfo=UTC))
+    _pointer()
+
+    shown = cli("status", "--actions", "8")
+
+    assert shown.code == 0, shown.err
+    check_snapshot("status", shown.out)
+    # The reasons are the reconciler's own, read back from the audit trail.
+    assert "One Piece chapter 1100 release (x3)" in shown.out
+
+
+def test_status_json_follows_its_schema(stack, cli) -> None:
+    _prescaled(stack, datetime(2026, 11, 30, 23, 45, tzinfo=UTC))
+    _pointer()
+
+    shown = cli("status", operator_stack.ENDPOINT, "--json", "--actions", "20")
+
+    assert shown.code == 0, shown.err
+    document = shown.json()
+    check_schema(document, "status")
+    [primary] = document["variants"]
+    assert (primary["instances"], primary["min_capacity"], primary["max_capacity"]) == (4, 4, 12)
+    one_piece = [a for a in document["upcoming_actions"] if "One Piece" in (a["reason"] or "")]
+    # Capacity for the release an hour before 20:00 JST, and back after it ends (+15 min).
+    assert (one_piece[0]["at"], one_piece[0]["min_capacity"]) == ("2026-12-04T10:00:00Z", 12)
+    assert document["model_pointer"]["previous_endpoint_config_name"] == "manga-chat-prod-v5-config"
+    assert document["kill_switch_engaged"] is False and document["lease"] is None
+
+
+def test_status_names_alarms_in_alarm_and_the_lease_holder(stack, cli) -> None:
+    names = create_alarms(operator_stack.STACK, {"RemediatedEndpointName": operator_stack.ENDPOINT})
+    queue = next(n for n in names if "-queue-depth-" in n and n.endswith("-primary"))
+    boto3.client("cloudwatch").set_alarm_state(AlarmName=queue, StateValue="ALARM", StateReason="QueueDepth 73 > 50")
+    EndpointLease(stack.workflow.lease_table).acquire(
+        operator_stack.ENDPOINT,
+        "alarm_responder/queue-depth",
+        ttl_s=3600,
+        now=datetime(2026, 11, 30, 23, 59, tzinfo=UTC),
+    )
+
+    document = cli("status", "--json").json()
+
+    assert [(a["name"], a["variant"], a["reason"]) for a in document["alarms_in_alarm"]] == [
+        (queue, "primary", "QueueDepth 73 > 50")
+    ]
+    assert document["lease"]["holder"] == "alarm_responder/queue-depth"
+    shown = cli("status")
+    assert queue in shown.out and "QueueDepth 73 > 50" in shown.out and "alarm_responder/queue-depth" in shown.out
+
+
+def test_kill_switch_engage_and_release_are_audited_and_shown(stack, cli) -> None:
+    engaged = cli("kill-switch", "engage", "--reason", "runaway scale-out at 2 a.m.")
+    assert engaged.code == 0, engaged.err
+    check_snapshot("kill_switch_engaged", engaged.out)
+    assert KillSwitch(stack.outputs["KillSwitchParameterName"]).engaged()
+    assert cli("status", "--json").json()["kill_switch_engaged"] is True
+
+    again = cli("kill-switch", "engage", "--json")
+    check_schema(again.json(), "kill_switch")
+    assert again.json()["changed"] is False  # already engaged: nothing written, nothing audited
+
+    released = cli("kill-switch", "release", "--json")
+    check_schema(released.json(), "kill_switch")
+    assert released.json()["engaged"] is False and released.json()["by"] == "arn:aws:sts::123456789012:user/moto"
+    trail = cli("why", "--since", "30d", "--json").json()["entries"]
+    assert [(e["actor"], e["action"], e["changes"]) for e in trail] == [
+        ("arn:aws:sts::123456789012:user/moto", "engage kill switch", ["kill_switch: released → engaged"]),
+        ("arn:aws:sts::123456789012:user/moto", "release kill switch", ["kill_switch: engaged → released"]),
+    ]
+
+
+def test_why_explains_every_automated_change_since_a_time(stack, cli) -> None:
+    _prescaled(stack, datetime(2026, 11, 30, 23, 45, tzinfo=UTC))
+
+    shown = cli("why", operator_stack.ENDPOINT, "--since", "1d")
+
+    assert shown.code == 0, shown.err
+    check_snapshot("why", shown.out)
+    document = cli("why", "--since", "1d", "--json", "--actor", "prescale").json()
+    check_schema(document, "why")
+    assert document["entries"] and {e["actor"] for e in document["entries"]} == {"prescale"}
+    assert cli("why", "--since", "1d", "--json", "--actor", "rollback").json()["entries"] == []
+    quiet = cli("why", "--since", "2026-11-30T23:50Z")
+    assert "nothing was changed or decided" in quiet.out
