@@ -13,12 +13,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import parse_qs
 
-import boto3
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.event_handler import LambdaFunctionUrlResolver, Response
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
+from fleetops.aws import clients
 from fleetops.aws.retry import RetryPolicy, call_with_retry
 from fleetops.rollout.approval import ApprovalRefusedError
 from fleetops.rollout.approval_gate import DecideDeps, TaskGoneError, submit_decision
@@ -38,7 +38,7 @@ class Settings(CommonSettings):
 
 
 settings = Settings.from_env()
-sfn: SFNClient = boto3.client("stepfunctions")
+sfn: SFNClient = clients.client("stepfunctions")
 _GONE = {"TaskTimedOut", "TaskDoesNotExist", "InvalidToken"}
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import boto3
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from fleetops.aws import clients
 from fleetops.aws.retry import RetryPolicy, call_with_retry
 from fleetops.rollout.approval_gate import ApprovalRequest, NotifyDeps, request_approval
 from fleetops.rollout.approval_table import ApprovalTable
@@ -30,7 +30,7 @@ class Settings(CommonSettings):
 
 
 settings = Settings.from_env()
-sns: SNSClient = boto3.client("sns")
+sns: SNSClient = clients.client("sns")
 
 
 def publish(subject: str, message: str) -> None:

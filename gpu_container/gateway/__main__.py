@@ -62,11 +62,26 @@ def effective_config(env: Environment, config: GatewayConfig) -> tuple[GatewayCo
 
     Examples
     --------
-    >>> env = Environment.from_env({"ENDPOINT_NAME": "e", "VARIANT_NAME": "v", "MODEL_VERSION": "1",
-    ...                             "SM_VLLM_MAX_MODEL_LEN": "4096", "LORA_MODULES": "jp=adapters/jp"})
-    >>> config, adapters = effective_config(env, load_gateway_config(env.config_path))  # doctest: +SKIP
-    >>> config.budget.max_model_len, config.routing.adapters  # doctest: +SKIP
-    (4096, ['jp'])
+    The shipped ``gateway.yaml`` with one route, and a model folder serving one adapter:
+
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> from gateway.config import DEFAULT_CONFIG, Route, RoutingConfig
+    >>> routing = RoutingConfig(adapters=["jp_style"], routes=[Route(locale="ja", adapter="jp_style")])
+    >>> config = load_gateway_config(DEFAULT_CONFIG).model_copy(update={"routing": routing})
+    >>> with tempfile.TemporaryDirectory() as model_dir:
+    ...     adapter = Path(model_dir, "adapters", "jp-v2")
+    ...     adapter.mkdir(parents=True)
+    ...     _ = (adapter / "adapter_config.json").write_text(json.dumps({"r": 8, "target_modules": ["q_proj"]}))
+    ...     contract = {"ENDPOINT_NAME": "e", "VARIANT_NAME": "v", "MODEL_VERSION": "1", "MODEL_DIR": model_dir,
+    ...                 "SM_VLLM_MAX_MODEL_LEN": "4096", "LORA_MODULES": "jp_style=adapters/jp-v2"}
+    ...     effective, adapters = effective_config(Environment.from_env(contract), config)
+    ...     effective_config(Environment.from_env({**contract, "LORA_MODULES": "jp=adapters/jp-v2"}), config)
+    Traceback (most recent call last):
+    ...
+    gateway.config.GatewayConfigError: routing.routes[0] (locale ja) leads to adapter 'jp_style', which ...
+    >>> effective.budget.max_model_len, effective.routing.adapters, adapters["jp_style"].rank
+    (4096, ['jp_style'], 8)
     """
     problems: list[str] = []
     try:

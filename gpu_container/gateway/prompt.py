@@ -67,10 +67,14 @@ def window_start(turn_tokens: list[int], high: int, low: int) -> int:
 
     Examples
     --------
-    >>> window_start([100] * 10, high=500, low=250)  # 6th turn overflows: drop to 2 turns, then grow again
-    6
     >>> window_start([100] * 5, high=500, low=250)
     0
+    >>> window_start([100] * 6, high=500, low=250)  # the 6th turn overflows: down to the last 2 turns
+    4
+    >>> window_start([100] * 9, high=500, low=250)  # the window grows again from the same cut
+    4
+    >>> window_start([100] * 10, high=500, low=250)  # the 10th overflows: the next cut
+    8
     """
     start, total = 0, 0
     for index, tokens in enumerate(turn_tokens):
@@ -123,8 +127,28 @@ class PromptBuilder:
 
         Examples
         --------
-        >>> built = builder.build(request)  # doctest: +SKIP
-        >>> built.prompt_tokens + built.max_tokens <= builder.budget.max_model_len  # doctest: +SKIP
+        With a small budget and a stand-in counter (one token per word, one per message), ten turns of
+        9 tokens each pass ``history_high_tokens``:
+
+        >>> from gateway.config import BudgetConfig, SystemPrompt
+        >>> class Words:  # stands in for TokenCounter
+        ...     def message(self, role, content):
+        ...         return 1 + len(content.split())
+        ...     def count(self, messages):
+        ...         return sum(self.message(m["role"], m["content"]) for m in messages)
+        ...     def count_text(self, text):
+        ...         return len(text.split())
+        >>> budget = BudgetConfig(max_model_len=200, default_max_tokens=20, max_tokens_limit=50, history_high_tokens=60,
+        ...                       history_low_tokens=30, compressed_history_tokens=10, max_context_tokens=50)
+        >>> system = SystemPrompt(version="1", text="You are the manga store's assistant.")
+        >>> builder = PromptBuilder(Words(), system, budget)
+        >>> turn = [ChatMessage(role="user", content="Any manga like Frieren?"),
+        ...         ChatMessage(role="assistant", content="Try Dungeon Meshi.")]
+        >>> request = InvocationRequest(messages=[*turn * 10, ChatMessage(role="user", content="And after that?")])
+        >>> built = builder.build(request)
+        >>> built.dropped_turns, built.kept_turns, built.messages[1]["content"]
+        (4, 6, '[4 earlier turns omitted]')
+        >>> built.prompt_tokens + built.max_tokens <= builder.budget.max_model_len
         True
         """
         budget, counter = self.budget, self.counter

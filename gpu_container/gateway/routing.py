@@ -146,9 +146,22 @@ def check_adapters(adapters: Mapping[str, Path]) -> dict[str, AdapterInfo]:
 
     Examples
     --------
-    >>> tiny = Path(".cache/tiny-model/adapters")  # doctest: +SKIP
-    >>> check_adapters({"manga_domain": tiny / "manga_domain", "jp_style": tiny / "jp_style"})  # doctest: +SKIP
-    {'manga_domain': AdapterInfo(...), 'jp_style': AdapterInfo(...)}
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> def write_adapter(folder: Path, rank: int) -> Path:  # what peft saves, as far as it is read
+    ...     folder.mkdir()
+    ...     config = {"r": rank, "target_modules": ["v_proj", "q_proj"]}
+    ...     _ = (folder / "adapter_config.json").write_text(json.dumps(config))
+    ...     return folder
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     infos = check_adapters({"manga_domain": write_adapter(Path(tmp, "m"), 8),
+    ...                             "jp_style": write_adapter(Path(tmp, "j"), 8)})
+    ...     check_adapters({"manga_domain": Path(tmp, "m"), "jp_style": write_adapter(Path(tmp, "j16"), 16)})
+    Traceback (most recent call last):
+    ...
+    gateway.routing.AdapterCompatibilityError: LoRA adapters must share rank ... rank 8, ...; jp_style: rank 16, ...
+    >>> {name: (info.rank, info.target_modules) for name, info in infos.items()}
+    {'manga_domain': (8, ('q_proj', 'v_proj')), 'jp_style': (8, ('q_proj', 'v_proj'))}
     """
     infos: dict[str, AdapterInfo] = {}
     problems: list[str] = []

@@ -37,9 +37,22 @@ class TokenCounter:
 
     Examples
     --------
-    >>> counter = TokenCounter(".cache/tiny-model/model")  # doctest: +SKIP
-    >>> counter.count([{"role": "user", "content": "hello"}])  # doctest: +SKIP
-    9
+    A model folder needs only these two files; here a word-level tokenizer (one token per word) and a
+    one-line template, written to a temporary folder:
+
+    >>> import tempfile
+    >>> from tokenizers import models, pre_tokenizers
+    >>> words = Tokenizer(models.WordLevel({"<unk>": 0}, unk_token="<unk>"))
+    >>> words.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    >>> template = "{% for m in messages %}{{ m.role }}: {{ m.content }} {% endfor %}"
+    >>> with tempfile.TemporaryDirectory() as model_dir:
+    ...     words.save(f"{model_dir}/tokenizer.json")
+    ...     _ = Path(model_dir, "tokenizer_config.json").write_text(json.dumps({"chat_template": template}))
+    ...     counter = TokenCounter(model_dir)
+    >>> counter.render([{"role": "user", "content": "hello there"}])
+    'user: hello there '
+    >>> counter.count([{"role": "user", "content": "hello there"}])
+    3
     """
 
     def __init__(self, model_dir: str | Path, cache_size: int = 65536) -> None:

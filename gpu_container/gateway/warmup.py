@@ -27,7 +27,18 @@ async def warm_up(
 
     Examples
     --------
-    >>> asyncio.run(warm_up(client, "http://127.0.0.1:8081", builder.prefix, ["jp_style"]))  # doctest: +SKIP
+    >>> import json
+    >>> asked = []
+    >>> def engine(request):  # in-memory stand-in for vLLM's OpenAI server
+    ...     asked.append(json.loads(request.content)["model"])
+    ...     return httpx.Response(200, json={"choices": []})
+    >>> async def start() -> None:
+    ...     async with httpx.AsyncClient(transport=httpx.MockTransport(engine)) as client:
+    ...         prefix = [{"role": "system", "content": "You are the manga store's assistant."}]
+    ...         await warm_up(client, "http://127.0.0.1:8081", prefix, ["jp_style", "manga_domain"])
+    >>> asyncio.run(start())
+    >>> sorted(asked)
+    ['base', 'jp_style', 'manga_domain']
     """
 
     async def one(model: str) -> None:

@@ -42,9 +42,26 @@ class MetricsAgent:
 
     Examples
     --------
-    >>> agent = MetricsAgent(GatewayMetrics(), "http://127.0.0.1:8081", "manga-chat", "primary")  # doctest: +SKIP
-    >>> await agent.start()  # doctest: +SKIP
-    >>> await agent.stop()  # final flush  # doctest: +SKIP
+    >>> import io, json
+    >>> import httpx
+    >>> from gateway.metrics.recorder import GatewayMetrics
+    >>> def engine(request):  # in-memory stand-in for vLLM's /metrics
+    ...     return httpx.Response(200, text="vllm:num_requests_waiting 3")
+    >>> class OneGpu:  # in-memory GPU source
+    ...     def read(self):
+    ...         return [GpuReading(index=0, utilization_percent=87.0, memory_used_percent=64.0)]
+    >>> recorder, out = GatewayMetrics(), io.StringIO()
+    >>> scraper = VllmScraper("http://127.0.0.1:8081", client=httpx.AsyncClient(transport=httpx.MockTransport(engine)))
+    >>> agent = MetricsAgent(recorder, "http://127.0.0.1:8081", "manga-chat", "primary", out=out, gpu=OneGpu(),
+    ...                      scraper=scraper)
+    >>> async def serve() -> None:
+    ...     await agent.start()
+    ...     recorder.increment(MetricName.REQUESTS)  # the gateway serves; the agent flushes every interval_s
+    ...     await agent.stop()  # final flush
+    >>> asyncio.run(serve())
+    >>> shown = ("QueueDepth", "Requests", "Gpu", "GpuUtilization")
+    >>> [{k: v for k, v in json.loads(line).items() if k in shown} for line in out.getvalue().splitlines()]
+    [{'QueueDepth': 3.0, 'Requests': 1.0}, {'Gpu': '0', 'GpuUtilization': 87.0}]
     """
 
     def __init__(

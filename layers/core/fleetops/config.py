@@ -92,9 +92,14 @@ def load_fleet_config(path: str | Path) -> FleetConfig:
 
     Examples
     --------
-    >>> cfg = load_fleet_config("layers/core/fleet_config/fleet.yaml")  # doctest: +SKIP
-    >>> cfg.prescale.lead_time_minutes  # doctest: +SKIP
-    120
+    >>> import fleetops
+    >>> shipped = Path(fleetops.__file__).parents[1] / "fleet_config"  # beside the package, as in the layer
+    >>> sorted(load_fleet_config(shipped / "fleet.yaml").endpoint_names())
+    ['manga-chat-prod']
+    >>> load_fleet_config(shipped / "missing.yaml")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    fleetops.config.FleetConfigError: cannot read fleet config .../fleet_config/missing.yaml: [Errno 2] ...
     """
     try:
         raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))

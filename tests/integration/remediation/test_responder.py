@@ -10,6 +10,7 @@ import boto3
 import pytest
 from botocore.awsrequest import AWSResponse
 
+from fleetops.aws import clients
 from fleetops.aws.autoscaling import AutoScaling
 from fleetops.aws.lease import EndpointLease
 from fleetops.aws.retry import FAST_RETRY
@@ -17,6 +18,7 @@ from fleetops.aws.sagemaker_endpoint import VariantWeights
 from fleetops.aws.switches import ENGAGED
 from fleetops.remediation.alarm import AlarmStateChangeEvent
 from fleetops.remediation.responder import RemediationIncompleteError
+from tests.aws_wire import THROTTLED, ScriptedSends, skip_backoff
 from tests.integration.remediation.conftest import ENDPOINT, Stack, alarm_event, build_responder
 
 
@@ -170,27 +172,18 @@ def test_lease_held_by_another_writer_defers_the_change_and_says_who(stack: Stac
     assert current is not None and current.holder == "prescale/2026-11-21T19:00Z"  # the other writer keeps it
 
 
-def test_throttling_is_retried_until_the_change_lands(stack: Stack) -> None:
-    # Test double, named: moto cannot throttle, so a botocore before-call hook on a real client answers the
-    # first two RegisterScalableTarget calls with ThrottlingException (botocore's own retries do not run for a
-    # short-circuited call, so only the project's tenacity policy can get past it). The third reaches moto.
-    # tests/unit/remediation/test_adapters_stubbed.py checks the same with botocore's Stubber (API model).
-    client = boto3.client("application-autoscaling")
-    calls = {"n": 0}
-
-    def throttle(**_: object) -> tuple[object, dict[str, object]] | None:
-        calls["n"] += 1
-        if calls["n"] <= 2:
-            error = {"Code": "ThrottlingException", "Message": "Rate exceeded"}
-            return _answer(400), {"Error": error, "ResponseMetadata": {"HTTPStatusCode": 400}}
-        return None
-
-    client.meta.events.register("before-call.application-autoscaling.RegisterScalableTarget", throttle)
+def test_throttling_is_retried_until_the_change_lands(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Test double, named: moto cannot throttle, so ScriptedSends answers the first two RegisterScalableTarget
+    # sends with ThrottlingException at botocore's wire; botocore's standard retries send it again and the
+    # third reaches moto. tests/unit/test_retry.py checks who retries what.
+    client = clients.client("application-autoscaling")
+    wire = ScriptedSends([THROTTLED, THROTTLED]).attach(client, "RegisterScalableTarget")
+    backoffs = skip_backoff(monkeypatch)
     responder = build_responder(stack, autoscaling=AutoScaling(client=client, retry=FAST_RETRY))
 
     response = responder.respond(alarm_event("alarm_queue_depth_alarm"))
 
-    assert calls["n"] == 3
+    assert wire.sends == 3 and len(backoffs) == 2
     assert response.outcomes[0].outcome == "applied"
     assert stack.min_capacity("primary") == 6
 

@@ -1,4 +1,4 @@
-"""AWS calls the emulator cannot answer faithfully, checked with botocore's Stubber against the real API model."""
+"""AWS calls the emulator cannot answer faithfully, checked against the real API model (Stubber or the wire)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
+from fleetops.aws import clients
 from fleetops.aws.autoscaling import DIMENSION, NAMESPACE, AutoScaling
 from fleetops.aws.retry import FAST_RETRY
 from fleetops.aws.sagemaker_endpoint import VariantWeights
 from fleetops.remediation.rollback_workflow import RollbackWorkflow, execution_name
+from tests.aws_wire import DUMMY_ENDPOINT, THROTTLED, ScriptedSends, skip_backoff
 
 ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:rollback"
 
@@ -64,8 +66,13 @@ def test_unknown_variant_weight_is_refused_before_any_change() -> None:
             VariantWeights(client=client).set_weight("e", "canary", 0.0)
 
 
-def test_throttled_register_scalable_target_is_retried() -> None:
-    client = boto3.client("application-autoscaling", region_name="us-east-1")
+def test_throttled_register_scalable_target_is_retried_by_botocore(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Test double, named: ScriptedSends answers at botocore's wire, so botocore's own retries (not the
+    # adapter's) send the same valid request again after each throttle; the parameters are still
+    # validated against the API model before the first send.
+    monkeypatch.setenv("AWS_ENDPOINT_URL", DUMMY_ENDPOINT)
+    backoffs = skip_backoff(monkeypatch)
+    client = clients.client("application-autoscaling")
     params = {
         "ServiceNamespace": NAMESPACE,
         "ResourceId": "endpoint/e/variant/primary",
@@ -73,16 +80,11 @@ def test_throttled_register_scalable_target_is_retried() -> None:
         "MinCapacity": 6,
         "MaxCapacity": 12,
     }
-    with Stubber(client) as stub:
-        stub.add_client_error(
-            "register_scalable_target", "ThrottlingException", "Rate exceeded", 400, expected_params=params
-        )
-        stub.add_client_error(
-            "register_scalable_target", "ThrottlingException", "Rate exceeded", 400, expected_params=params
-        )
-        stub.add_response("register_scalable_target", {}, params)
-        AutoScaling(client=client, retry=FAST_RETRY).set_capacity("e", "primary", 6, 12)
-        stub.assert_no_pending_responses()
+    wire = ScriptedSends([THROTTLED, THROTTLED], rest=(200, {})).attach(client, "RegisterScalableTarget")
+
+    AutoScaling(client=client, retry=FAST_RETRY).set_capacity("e", "primary", 6, 12)
+
+    assert wire.bodies == [params] * 3 and len(backoffs) == 2
 
 
 def test_rollback_start_is_idempotent_per_execution_name() -> None:

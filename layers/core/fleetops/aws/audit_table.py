@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-import boto3
 from boto3.dynamodb.conditions import Key
 
 from fleetops.audit import AuditRecord
+from fleetops.aws import clients
 from fleetops.aws.retry import RetryPolicy, call_with_retry
 from fleetops.tables import AUDIT_PK, AUDIT_SK
 
@@ -20,7 +20,7 @@ class AuditTable:
     def __init__(
         self, table_name: str, resource: DynamoDBServiceResource | None = None, retry: RetryPolicy | None = None
     ):
-        self._table = (resource or boto3.resource("dynamodb")).Table(table_name)
+        self._table = (resource or clients.dynamodb_resource()).Table(table_name)
         self._retry = retry or RetryPolicy()
 
     def write(self, record: AuditRecord) -> AuditRecord:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-import boto3
-
+from fleetops.aws import clients
 from fleetops.aws.retry import RetryPolicy, call_with_retry
 from fleetops.capacity import ScalableTarget, ScheduledAction
 
@@ -21,10 +20,10 @@ def resource_id(endpoint_name: str, variant_name: str) -> str:
 
 
 class AutoScaling:
-    """Thin adapter; every call is retried on throttling per ``retry``."""
+    """Thin adapter; a ConcurrentUpdateException is waited out per ``retry`` (throttling is botocore's)."""
 
     def __init__(self, client: ApplicationAutoScalingClient | None = None, retry: RetryPolicy | None = None) -> None:
-        self._client = client or boto3.client("application-autoscaling")
+        self._client = client or clients.client("application-autoscaling")
         self._retry = retry or RetryPolicy()
 
     def _call(self, operation: str, **kwargs: Any) -> Any:

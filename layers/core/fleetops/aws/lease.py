@@ -13,9 +13,9 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-import boto3
 from botocore.exceptions import ClientError
 
+from fleetops.aws import clients
 from fleetops.aws.retry import RetryPolicy, call_with_retry
 from fleetops.endpoint import LeaseInfo
 from fleetops.tables import (
@@ -43,6 +43,13 @@ class LeaseHeldError(RuntimeError):
     endpoint_name, holder, expires_at
         The endpoint, the current holder (``None`` if it could not be read) and when its lease ends
         (epoch seconds, ``None`` if unknown).
+
+    Examples
+    --------
+    >>> print(LeaseHeldError("manga-chat", "prescale/2026-11-21T07:00Z", 1795244700))
+    endpoint 'manga-chat' is leased by prescale/2026-11-21T07:00Z until 2026-11-21T07:05:00+00:00
+    >>> print(LeaseHeldError("manga-chat", None, None))
+    endpoint 'manga-chat' is leased by another writer
     """
 
     def __init__(self, endpoint_name: str, holder: str | None, expires_at: int | None) -> None:
@@ -64,18 +71,29 @@ class EndpointLease:
     client
         A DynamoDB client; ``None`` builds a default one (reaches the emulator through ``AWS_ENDPOINT_URL``).
     retry
-        Throttling is retried per this policy; a lost condition is an answer, never retried.
+        Passed to :func:`~fleetops.aws.retry.call_with_retry` (throttling is botocore's own retry); a lost
+        condition is an answer, never retried.
 
     Examples
     --------
-    >>> lease = EndpointLease("lease-table")  # doctest: +SKIP
-    >>> with lease.hold("manga-chat", "alarm-responder/abc", ttl_s=120, now=now):  # doctest: +SKIP
-    ...     autoscaling.set_capacity(...)
+    What it guards is DynamoDB's conditional write, so the use is shown rather than run
+    (``tests/integration/remediation/test_lease.py`` runs it against the emulator)::
+
+        lease = EndpointLease("lease-table")
+        lease.acquire("manga-chat", "prescale/2026-11-21T07:00Z", ttl_s=300, now=now)  # True: taken
+        lease.acquire("manga-chat", "alarm-responder/abc", ttl_s=120, now=now)  # False: held by prescale
+        lease.current("manga-chat").holder  # 'prescale/2026-11-21T07:00Z'
+        lease.release("manga-chat", "prescale/2026-11-21T07:00Z")  # True: given back
+        try:
+            with lease.hold("manga-chat", "alarm-responder/abc", ttl_s=120, now=now):
+                autoscaling.set_capacity("manga-chat", "primary", 6, 12)
+        except LeaseHeldError as exc:
+            print(f"deferred: {exc}")
     """
 
     def __init__(self, table_name: str, client: DynamoDBClient | None = None, retry: RetryPolicy | None = None) -> None:
         self.table_name = table_name
-        self._client: DynamoDBClient = client or boto3.client("dynamodb")
+        self._client: DynamoDBClient = client or clients.client("dynamodb")
         self._retry = retry or RetryPolicy()
 
     def acquire(self, endpoint_name: str, holder: str, ttl_s: int, now: datetime) -> bool:
@@ -83,11 +101,6 @@ class EndpointLease:
 
         The same holder may re-acquire (renew) its own lease. A lease whose ``expires_at`` lies
         before ``now`` is free, so time comes from the caller (the event), not from the clock here.
-
-        Examples
-        --------
-        >>> lease.acquire("manga-chat", "prescale/2026-11-21T07:00Z", ttl_s=300, now=now)  # doctest: +SKIP
-        True
         """
         if ttl_s <= 0:
             raise ValueError(f"lease ttl_s must be positive, got {ttl_s}")
@@ -113,13 +126,7 @@ class EndpointLease:
         return True
 
     def release(self, endpoint_name: str, holder: str) -> bool:
-        """Give the lease back; ``False`` (and no change) when someone else holds it now.
-
-        Examples
-        --------
-        >>> lease.release("manga-chat", "prescale/2026-11-21T07:00Z")  # doctest: +SKIP
-        True
-        """
+        """Give the lease back; ``False`` (and no change) when someone else holds it now."""
         try:
             call_with_retry(
                 self._retry,
@@ -137,13 +144,7 @@ class EndpointLease:
         return True
 
     def current(self, endpoint_name: str) -> LeaseInfo | None:
-        """The stored lease row (possibly expired), or ``None`` when there is none.
-
-        Examples
-        --------
-        >>> lease.current("manga-chat").holder  # doctest: +SKIP
-        'prescale/2026-11-21T07:00Z'
-        """
+        """The stored lease row (possibly expired), or ``None`` when there is none."""
         item = call_with_retry(
             self._retry,
             self._client.get_item,
@@ -170,14 +171,6 @@ class EndpointLease:
         ------
         LeaseHeldError
             When another writer holds an unexpired lease; names that holder.
-
-        Examples
-        --------
-        >>> try:  # doctest: +SKIP
-        ...     with lease.hold("manga-chat", "alarm-responder/abc", ttl_s=120, now=now):
-        ...         ...
-        ... except LeaseHeldError as exc:
-        ...     print(f"deferred: {exc}")
         """
         if not self.acquire(endpoint_name, holder, ttl_s, now):
             info = self.current(endpoint_name)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import boto3
 from aws_lambda_powertools import Logger
 
+from fleetops.aws import clients
 from fleetops.aws.retry import RetryPolicy, call_with_retry
 
 if TYPE_CHECKING:
@@ -22,13 +22,27 @@ class Notifier:
 
     Examples
     --------
-    >>> Notifier(topic_arn).publish("[ALARM] queue-depth on manga-chat/primary", "what fired ...")  # doctest: +SKIP
-    'a1b2c3...'
+    >>> class Sns:  # in-memory stand-in: keeps what was published
+    ...     def __init__(self):
+    ...         self.subjects = []
+    ...     def publish(self, TopicArn, Subject, Message):
+    ...         self.subjects.append(Subject)
+    ...         return {"MessageId": f"message-{len(self.subjects)}"}
+    >>> sns = Sns()
+    >>> notifier = Notifier("arn:aws:sns:us-east-1:123456789012:ops", client=sns)
+    >>> notifier.publish("[ALARM] queue-depth on manga-chat/primary", "what fired, what was done, where to look")
+    'message-1'
+    >>> notifier.publish("[ALARM] " + "very long " * 20, "...")
+    'message-2'
+    >>> len(sns.subjects[1]), sns.subjects[1][-3:]  # cut to the SNS limit
+    (100, '...')
+    >>> Notifier("").publish("[ALARM] queue-depth on manga-chat/primary", "...") is None  # no topic: only logged
+    True
     """
 
     def __init__(self, topic_arn: str, client: SNSClient | None = None, retry: RetryPolicy | None = None) -> None:
         self._topic_arn = topic_arn
-        self._client = (client or boto3.client("sns")) if topic_arn else client
+        self._client = (client or clients.client("sns")) if topic_arn else client
         self._retry = retry or RetryPolicy()
 
     def publish(self, subject: str, message: str) -> str | None:

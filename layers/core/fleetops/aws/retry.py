@@ -1,4 +1,10 @@
-"""Retries for AWS calls: throttling and "endpoint is updating" are waited out, everything else fails at once."""
+"""Waiting out AWS's "a change is still in progress" answers; everything else fails at once.
+
+Clients built by :mod:`fleetops.aws.clients` use botocore's standard retry mode, which already
+retries throttling, 5xx answers and dropped connections. Two 400s also pass by waiting and botocore
+cannot tell them from a refusal: SageMaker's ValidationException for an endpoint that is still
+updating, and Application Auto Scaling's ConcurrentUpdateException. Only those are retried here.
+"""
 
 from __future__ import annotations
 
@@ -11,21 +17,6 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_rand
 
 T = TypeVar("T")
 
-THROTTLING_CODES = frozenset(
-    {
-        "Throttling",
-        "ThrottlingException",
-        "ThrottledException",
-        "TooManyRequestsException",
-        "RequestLimitExceeded",
-        "ProvisionedThroughputExceededException",
-        "RequestThrottled",
-        "SlowDown",
-    }
-)
-TRANSIENT_CODES = frozenset(
-    {"ConcurrentUpdateException", "ServiceUnavailable", "InternalFailure", "InternalServerError"}
-)
 # SageMaker answers a change to an endpoint that is still updating with a ValidationException whose
 # only distinguishing mark is its message ("Cannot update in-progress endpoint ...").
 _UPDATING_MARKERS = ("in-progress endpoint", "is in updating", "status updating", "endpoint is updating")
@@ -42,15 +33,24 @@ def is_endpoint_updating(exc: BaseException) -> bool:
     return any(marker in message for marker in _UPDATING_MARKERS)
 
 
-def is_retryable(exc: BaseException) -> bool:
-    """True for errors that go away by waiting: throttling, concurrent updates, an updating endpoint."""
-    code = error_code(exc)
-    return code in THROTTLING_CODES or code in TRANSIENT_CODES or is_endpoint_updating(exc)
+def is_update_in_progress(exc: BaseException) -> bool:
+    """True for the refusals that go away by waiting: an updating endpoint, a concurrent scaling update.
+
+    Examples
+    --------
+    >>> def answer(code: str) -> ClientError:
+    ...     return ClientError({"Error": {"Code": code, "Message": "..."}}, "PutScheduledAction")
+    >>> is_update_in_progress(answer("ConcurrentUpdateException"))
+    True
+    >>> is_update_in_progress(answer("ThrottlingException"))  # botocore's own retries handle this one
+    False
+    """
+    return error_code(exc) == "ConcurrentUpdateException" or is_endpoint_updating(exc)
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How long to wait out retryable errors: exponential backoff with full jitter, capped."""
+    """How long to wait out an update in progress: exponential backoff with full jitter, capped."""
 
     attempts: int = 6
     max_wait_s: float = 8.0
@@ -62,7 +62,7 @@ FAST_RETRY = RetryPolicy(attempts=6, max_wait_s=0.01, initial_wait_s=0.001)
 
 
 def call_with_retry(policy: RetryPolicy, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
-    """Call ``fn``, retrying retryable AWS errors; the last error is re-raised unchanged.
+    """Call ``fn``, waiting out an update in progress; the last error is re-raised unchanged.
 
     Examples
     --------
@@ -70,7 +70,7 @@ def call_with_retry(policy: RetryPolicy, fn: Callable[..., T], *args: object, **
     42
     """
     retrying = Retrying(
-        retry=retry_if_exception(is_retryable),
+        retry=retry_if_exception(is_update_in_progress),
         wait=wait_random_exponential(multiplier=policy.initial_wait_s, max=policy.max_wait_s),
         stop=stop_after_attempt(policy.attempts),
         reraise=True,

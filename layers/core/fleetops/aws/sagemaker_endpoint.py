@@ -9,9 +9,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-import boto3
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_exponential
 
+from fleetops.aws import clients
 from fleetops.aws.retry import RetryPolicy, call_with_retry, error_code
 from fleetops.endpoint import EndpointSnapshot, VariantSnapshot
 
@@ -32,10 +32,18 @@ def read_endpoint(
 
     Examples
     --------
-    >>> read_endpoint("manga-chat").variants[0].variant_name  # doctest: +SKIP
-    'primary'
+    >>> class SageMaker:  # in-memory stand-in: live counts and weights, and the config's model and instance type
+    ...     def describe_endpoint(self, EndpointName):
+    ...         live = {"VariantName": "primary", "CurrentInstanceCount": 3, "CurrentWeight": 1.0}
+    ...         return {"EndpointStatus": "InService", "EndpointConfigName": "c1", "ProductionVariants": [live]}
+    ...     def describe_endpoint_config(self, EndpointConfigName):
+    ...         spec = {"VariantName": "primary", "ModelName": "manga-chat-v7", "InstanceType": "ml.g5.2xlarge"}
+    ...         return {"ProductionVariants": [spec]}
+    >>> read_endpoint("manga-chat", client=SageMaker()).variants  # doctest: +NORMALIZE_WHITESPACE
+    (VariantSnapshot(variant_name='primary', model_name='manga-chat-v7', instance_type='ml.g5.2xlarge',
+                     instance_count=3, weight=1.0),)
     """
-    sagemaker = client or boto3.client("sagemaker")
+    sagemaker = client or clients.client("sagemaker")
     policy = retry or RetryPolicy()
     try:
         endpoint = call_with_retry(policy, sagemaker.describe_endpoint, EndpointName=endpoint_name)
@@ -110,10 +118,18 @@ def wait_in_service(
 
     Examples
     --------
-    >>> wait_in_service("manga-chat", timeout_s=20)  # doctest: +SKIP
+    >>> class SageMaker:  # in-memory stand-in: an endpoint that finishes updating on the third look
+    ...     def __init__(self):
+    ...         self.statuses = iter(["Updating", "Updating", "InService"])
+    ...     def describe_endpoint(self, EndpointName):
+    ...         return {"EndpointStatus": next(self.statuses)}
+    >>> pauses = []
+    >>> wait_in_service("manga-chat", client=SageMaker(), timeout_s=20, sleep=pauses.append)
     'InService'
+    >>> len(pauses)
+    2
     """
-    sm: SageMakerClient = client or boto3.client("sagemaker")
+    sm: SageMakerClient = client or clients.client("sagemaker")
 
     def status() -> str:
         value = sm.describe_endpoint(EndpointName=endpoint_name)["EndpointStatus"]
@@ -140,12 +156,23 @@ class VariantWeights:
 
     Examples
     --------
-    >>> VariantWeights().set_weight("manga-chat", "canary", 0.0)  # doctest: +SKIP
-    {'canary': 0.1}
+    >>> class SageMaker:  # in-memory stand-in: current weights, and the updates asked for
+    ...     def __init__(self):
+    ...         self.updates = []
+    ...     def describe_endpoint(self, EndpointName):
+    ...         weights = {"primary": 0.9, "canary": 0.1}
+    ...         return {"ProductionVariants": [{"VariantName": k, "CurrentWeight": v} for k, v in weights.items()]}
+    ...     def update_endpoint_weights_and_capacities(self, EndpointName, DesiredWeightsAndCapacities):
+    ...         self.updates.append(DesiredWeightsAndCapacities)
+    >>> sagemaker = SageMaker()
+    >>> VariantWeights(client=sagemaker).set_weight("manga-chat", "canary", 0.0)  # returns the weights before
+    {'primary': 0.9, 'canary': 0.1}
+    >>> sagemaker.updates
+    [[{'VariantName': 'canary', 'DesiredWeight': 0.0}]]
     """
 
     def __init__(self, client: SageMakerClient | None = None, retry: RetryPolicy | None = None) -> None:
-        self._client: SageMakerClient = client or boto3.client("sagemaker")
+        self._client: SageMakerClient = client or clients.client("sagemaker")
         self._retry = retry or RetryPolicy()
 
     def weights(self, endpoint_name: str) -> dict[str, float]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import boto3
 from aws_lambda_powertools import Logger
 
+from fleetops.aws import clients
 from fleetops.aws.retry import RetryPolicy, call_with_retry, error_code
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ logger = Logger(child=True)
 class KillSwitch:
     def __init__(self, parameter_name: str, client: SSMClient | None = None, retry: RetryPolicy | None = None):
         self._name = parameter_name
-        self._client = client or boto3.client("ssm")
+        self._client = client or clients.client("ssm")
         self._retry = retry or RetryPolicy()
 
     def engaged(self) -> bool:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-import boto3
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from fleetops.aws.retry import RetryPolicy, call_with_retry, error_code, is_retryable
+from fleetops.aws import clients
+from fleetops.aws.retry import RetryPolicy, call_with_retry, error_code
 from fleetops.bedrock.models import ArtifactObject, Reply
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ class S3ArtifactStore:
     """Lists and reads the artifact prefix."""
 
     def __init__(self, client: S3Client | None = None, retry: RetryPolicy | None = None):
-        self._s3 = client or boto3.client("s3")
+        self._s3 = client or clients.client("s3")
         self._retry = retry or RetryPolicy()
 
     def list_objects(self, bucket: str, prefix: str) -> list[ArtifactObject]:
@@ -40,15 +40,16 @@ class S3ArtifactStore:
 
 
 def _converse_retryable(exc: BaseException) -> bool:
-    # An imported model scaled to zero answers ModelNotReadyException while it loads: wait and retry.
-    return is_retryable(exc) or error_code(exc) in {"ModelNotReadyException", "ServiceUnavailableException"}
+    # An imported model scaled to zero answers ModelNotReadyException while it loads, which takes longer
+    # than botocore's few quick retries of it: wait it out here. Throttling and 5xx are botocore's.
+    return error_code(exc) == "ModelNotReadyException"
 
 
 class BedrockConverse:
     """Asks an imported model one question through the Converse API."""
 
     def __init__(self, client: BedrockRuntimeClient | None = None, retry: RetryPolicy | None = None):
-        self._runtime = client or boto3.client("bedrock-runtime")
+        self._runtime = client or clients.client("bedrock-runtime")
         policy = retry or RetryPolicy()
         self._retrying = Retrying(
             retry=retry_if_exception(_converse_retryable),

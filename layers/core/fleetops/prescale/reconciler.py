@@ -196,11 +196,11 @@ def reconcile(
 ) -> Plan:
     """Plan every managed endpoint and, unless held back by dry run or the kill switch, apply the plan.
 
-    Examples
-    --------
-    >>> plan = reconcile(config, deps, now=event_time, trigger="schedule", dry_run=False)  # doctest: +SKIP
-    >>> [c.kind for c in plan.changes]  # doctest: +SKIP
-    ['create', 'create']
+    Every dependency is an AWS adapter, so the call is shown rather than run (``tests/integration/test_prescale.py``
+    runs it against the emulator)::
+
+        plan = reconcile(config, deps, now=event_time, trigger="schedule", dry_run=False)
+        [c.kind for c in plan.changes]  # e.g. ['create', 'create']
     """
     entries, invalid = load_calendar(config, deps.calendar.one_off_entries())
     kill_switch = deps.kill_switch.engaged()

@@ -166,9 +166,30 @@ def parse_alarm(event: AlarmStateChangeEvent, prefix: str, playbook: Playbook) -
 
     Examples
     --------
-    >>> alarm = parse_alarm(event, "fleet-remediation-", playbook)  # doctest: +SKIP
-    >>> alarm.kind, alarm.endpoint_name, alarm.variant_name, alarm.breach  # doctest: +SKIP
+    The parts of an EventBridge event that are read (``events/alarm_*.json`` hold complete ones):
+
+    >>> from pathlib import Path
+    >>> import fleetops
+    >>> from fleetops.remediation.models import load_playbook
+    >>> playbook = load_playbook(Path(fleetops.__file__).parents[1] / "fleet_config" / "playbook.yaml")
+    >>> event = AlarmStateChangeEvent.model_validate({
+    ...     "id": "1", "detail-type": "CloudWatch Alarm State Change", "source": "aws.cloudwatch",
+    ...     "time": "2026-11-21T19:02:00Z",
+    ...     "detail": {
+    ...         "alarmName": "fleet-remediation-queue-depth-manga-chat-primary",
+    ...         "state": {"value": "ALARM", "timestamp": "2026-11-21T19:02:00.000+0000",
+    ...                   "reasonData": '{"recentDatapoints": [180.0], "threshold": 50}'},
+    ...         "configuration": {"metrics": [{"id": "m1", "metricStat": {"metric": {
+    ...             "name": "QueueDepth", "dimensions": {"EndpointName": "manga-chat", "VariantName": "primary"}}}}]},
+    ...     },
+    ... })
+    >>> alarm = parse_alarm(event, "fleet-remediation-", playbook)
+    >>> alarm.kind, alarm.endpoint_name, alarm.variant_name, alarm.breach
     ('queue-depth', 'manga-chat', 'primary', 3.6)
+    >>> parse_alarm(event, "other-stack-remediation-", playbook)
+    Traceback (most recent call last):
+    ...
+    fleetops.remediation.alarm.IgnoredAlarmError: alarm '...' is not one of ours (prefix 'other-stack-remediation-')
     """
     detail = event.detail
     if not prefix or not detail.alarm_name.startswith(prefix):

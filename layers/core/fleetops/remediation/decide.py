@@ -2,6 +2,32 @@
 
 Nothing here talks to AWS; the responder reads the inputs, calls :func:`decide`, and applies the
 plans marked ``go``. Every plan carries a reason, including "did nothing because ...".
+
+Examples
+--------
+A queue-depth alarm on a primary variant: 180 queued over a threshold of 50 is a breach of x3.6.
+
+>>> from datetime import UTC, datetime
+>>> from pathlib import Path
+>>> import fleetops
+>>> from fleetops.capacity import ScalableTarget
+>>> from fleetops.config import VariantConfig
+>>> from fleetops.remediation.models import load_playbook
+>>> pb = load_playbook(Path(fleetops.__file__).parents[1] / "fleet_config" / "playbook.yaml")
+>>> at = datetime(2026, 11, 21, 19, 2, tzinfo=UTC)
+>>> alarm = ParsedAlarm(alarm_name="fleet-remediation-queue-depth-manga-chat-primary", kind="queue-depth",
+...     endpoint_name="manga-chat", variant_name="primary", state="ALARM", previous_state="OK",
+...     state_timestamp=at.isoformat(), at=at, reason="Threshold Crossed", observed=180.0, threshold=50.0)
+>>> variant = VariantConfig(name="primary", capacity_rps_per_instance=4.0, baseline_rps=12.0, floor=2, cap=12)
+>>> t = ScalableTarget(min_capacity=2, max_capacity=12)
+>>> plan = plan_scale_out(alarm, variant, playbook=pb, target=t, rails=RailState(), gate=Gate())
+>>> plan.status, plan.after
+('go', {'min_capacity': 6, 'max_capacity': 12})
+>>> plan_scale_out(alarm, variant, playbook=pb, target=t, rails=RailState(last_scale_out_at=at), gate=Gate()).reason
+'cooldown: last scale-out 0s ago, cooldown is 300s'
+>>> d = decide(alarm, variant, playbook=pb, target=t, rails=RailState(), gate=Gate(dry_run=True))
+>>> [f"{p.action}: {p.status}" for p in d.plans]
+['scale_out: planned', 'notify: go']
 """
 
 from __future__ import annotations
@@ -84,12 +110,7 @@ def plan_scale_out(
 ) -> ActionPlan:
     """Raise MinCapacity by the step for the breach, clamped to [floor, cap]; never lower anything.
 
-    Examples
-    --------
-    >>> t = ScalableTarget(min_capacity=2, max_capacity=12)  # doctest: +SKIP
-    >>> plan = plan_scale_out(alarm, variant, playbook=pb, target=t, rails=RailState(), gate=Gate())  # doctest: +SKIP
-    >>> plan.after  # doctest: +SKIP
-    {'min_capacity': 6, 'max_capacity': 12}
+    The module's example runs it for a queue-depth alarm, and again inside the cooldown.
     """
     act = ActionType.SCALE_OUT
     if target is None:
@@ -157,13 +178,8 @@ def decide(
     """Map an alarm transition to action plans per the playbook and the safety rails.
 
     ALARM runs the kind's ``on_alarm`` actions for the variant's role; OK runs ``on_ok`` (recording
-    the recovery; the playbook forbids scaling in there); INSUFFICIENT_DATA does nothing.
-
-    Examples
-    --------
-    >>> d = decide(alarm, variant, playbook=pb, target=t, rails=RailState(), gate=Gate(dry_run=True))  # doctest: +SKIP
-    >>> [(p.action, p.status) for p in d.plans]  # doctest: +SKIP
-    [('scale_out', 'planned'), ('notify', 'go')]
+    the recovery; the playbook forbids scaling in there); INSUFFICIENT_DATA does nothing. The module's
+    example runs it in dry run.
     """
     spec = playbook.alarms[alarm.kind]
     if alarm.state == "OK":

@@ -112,8 +112,9 @@ class Playbook(_Strict):
 
         Examples
         --------
-        >>> pb = load_playbook("layers/core/fleet_config/playbook.yaml")  # doctest: +SKIP
-        >>> pb.step_for(1.2), pb.step_for(3.0), pb.step_for(10.0)  # doctest: +SKIP
+        >>> import fleetops
+        >>> pb = load_playbook(Path(fleetops.__file__).parents[1] / "fleet_config" / "playbook.yaml")
+        >>> pb.step_for(1.2), pb.step_for(3.0), pb.step_for(10.0)
         (2, 4, 8)
         """
         for step in self.scale_out_steps:
@@ -127,7 +128,9 @@ def load_playbook(path: str | Path) -> Playbook:
 
     Examples
     --------
-    >>> load_playbook("layers/core/fleet_config/playbook.yaml").alarms["queue-depth"].threshold  # doctest: +SKIP
+    >>> import fleetops
+    >>> shipped = Path(fleetops.__file__).parents[1] / "fleet_config"  # beside the package, as in the layer
+    >>> load_playbook(shipped / "playbook.yaml").alarms["queue-depth"].threshold
     50.0
     """
     try:

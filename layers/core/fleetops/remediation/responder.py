@@ -126,11 +126,13 @@ def _resolve(alarm: ParsedAlarm, fleet: FleetConfig) -> VariantConfig:
 class Responder:
     """Runs the playbook for one event at a time.
 
-    Examples
-    --------
-    >>> responder = Responder(ResponderConfig(playbook, fleet, "fleet-remediation-"), ports)  # doctest: +SKIP
-    >>> responder.respond(AlarmStateChangeEvent.model_validate(event)).outcomes[0].outcome  # doctest: +SKIP
-    'applied'
+    Every port is an AWS adapter, so it is shown here rather than run; the handler
+    (``functions/alarm_responder/app.py``) builds the ports once per execution environment, and
+    ``tests/integration/remediation`` runs it against the emulator::
+
+        responder = Responder(ResponderConfig(playbook, fleet, "fleet-remediation-"), ports)
+        response = responder.respond(AlarmStateChangeEvent.model_validate(event))
+        response.outcomes[0].outcome  # 'applied' for a queue-depth alarm on a primary below its cap
     """
 
     def __init__(self, config: ResponderConfig, ports: Ports) -> None:

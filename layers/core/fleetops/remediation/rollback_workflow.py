@@ -7,8 +7,7 @@ import json
 import re
 from typing import TYPE_CHECKING
 
-import boto3
-
+from fleetops.aws import clients
 from fleetops.aws.retry import RetryPolicy, call_with_retry, error_code
 
 if TYPE_CHECKING:
@@ -35,8 +34,20 @@ class RollbackWorkflow:
 
     Examples
     --------
-    >>> RollbackWorkflow(arn).start("manga-chat", "OOM", "alarm_responder", "oom-manga-chat-1a2b")  # doctest: +SKIP
-    ('arn:aws:states:...:execution:rollback:oom-manga-chat-1a2b', True)
+    >>> from botocore.exceptions import ClientError
+    >>> class StepFunctions:  # in-memory stand-in: a second start with a known name is refused
+    ...     def __init__(self):
+    ...         self.names = set()
+    ...     def start_execution(self, stateMachineArn, name, input):
+    ...         if name in self.names:
+    ...             raise ClientError({"Error": {"Code": "ExecutionAlreadyExists"}}, "StartExecution")
+    ...         self.names.add(name)
+    ...         return {"executionArn": f"arn:aws:states:us-east-1:123456789012:execution:rollback:{name}"}
+    >>> workflow = RollbackWorkflow("arn:aws:states:us-east-1:123456789012:stateMachine:rollback", StepFunctions())
+    >>> workflow.start("manga-chat", "OOM", "alarm_responder", "oom-manga-chat-1a2b")
+    ('arn:aws:states:us-east-1:123456789012:execution:rollback:oom-manga-chat-1a2b', True)
+    >>> workflow.start("manga-chat", "OOM", "alarm_responder", "oom-manga-chat-1a2b")  # the event redelivered
+    ('arn:aws:states:us-east-1:123456789012:execution:rollback:oom-manga-chat-1a2b', False)
     """
 
     def __init__(
@@ -45,7 +56,7 @@ class RollbackWorkflow:
         if not state_machine_arn:
             raise ValueError("RollbackWorkflow needs a state machine ARN")
         self._arn = state_machine_arn
-        self._client: SFNClient = client or boto3.client("stepfunctions")
+        self._client: SFNClient = client or clients.client("stepfunctions")
         self._retry = retry or RetryPolicy()
 
     def start(

@@ -5,8 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-import boto3
-
+from fleetops.aws import clients
 from fleetops.aws.retry import RetryPolicy, call_with_retry
 from fleetops.remediation.decide import RailState
 from fleetops.remediation.models import ActionType
@@ -34,15 +33,27 @@ class RemediationStateStore:
 
     Examples
     --------
-    >>> store = RemediationStateStore("remediation-state")  # doctest: +SKIP
-    >>> store.record("manga-chat", ActionType.SCALE_OUT, at)  # doctest: +SKIP
-    >>> store.get("manga-chat").last_scale_out_at == at  # doctest: +SKIP
+    >>> class DynamoDB:  # in-memory stand-in for the two calls made: one item per key
+    ...     def __init__(self):
+    ...         self.items = {}
+    ...     def put_item(self, TableName, Item):
+    ...         self.items[Item[REMEDIATION_STATE_PK]["S"]] = Item
+    ...     def get_item(self, TableName, Key, ConsistentRead):
+    ...         found = self.items.get(Key[REMEDIATION_STATE_PK]["S"])
+    ...         return {"Item": found} if found else {}
+    >>> store = RemediationStateStore("remediation-state", client=DynamoDB())
+    >>> at = datetime(2026, 11, 21, 19, 2, tzinfo=UTC)
+    >>> store.record("manga-chat", ActionType.ROLLBACK, at - timedelta(hours=2)).last_scale_out_at is None
     True
+    >>> _ = store.record("manga-chat", ActionType.SCALE_OUT, at)
+    >>> state = store.get("manga-chat")  # the rollback two hours ago has left the rolling hour
+    >>> state.last_scale_out_at == at, len(state.recent_actions)
+    (True, 1)
     """
 
     def __init__(self, table_name: str, client: DynamoDBClient | None = None, retry: RetryPolicy | None = None) -> None:
         self._table = table_name
-        self._client: DynamoDBClient = client or boto3.client("dynamodb")
+        self._client: DynamoDBClient = client or clients.client("dynamodb")
         self._retry = retry or RetryPolicy()
 
     def get(self, endpoint_name: str) -> RailState:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import boto3
 from botocore.exceptions import ClientError
 
+from fleetops.aws import clients
 from fleetops.aws.retry import RetryPolicy, call_with_retry
 from fleetops.rollout.approval import ApprovalRecord, Decision, check_usable
 
@@ -26,7 +26,7 @@ class ApprovalTable:
     def __init__(
         self, table_name: str, resource: DynamoDBServiceResource | None = None, retry: RetryPolicy | None = None
     ) -> None:
-        self._table = (resource or boto3.resource("dynamodb")).Table(table_name)
+        self._table = (resource or clients.dynamodb_resource()).Table(table_name)
         self._retry = retry or RetryPolicy()
 
     def put(self, record: ApprovalRecord) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import boto3
 from pydantic import ValidationError
 
+from fleetops.aws import clients
 from fleetops.aws.retry import RetryPolicy, call_with_retry, error_code
 from fleetops.rollout.plan import Pointer
 
@@ -27,7 +27,7 @@ def pointer_parameter(prefix: str, endpoint_name: str) -> str:
 
 class ModelPointerStore:
     def __init__(self, client: SSMClient | None = None, retry: RetryPolicy | None = None) -> None:
-        self._client = client or boto3.client("ssm")
+        self._client = client or clients.client("ssm")
         self._retry = retry or RetryPolicy()
 
     def get(self, name: str) -> Pointer | None:
