@@ -35,16 +35,20 @@ class CalendarTable:
 
         A row of any ``kind`` may live here; one without ``kind`` is a one-off event (all rows were, once).
         """
-        entries: list[dict[str, Any]] = []
+        return sorted(self.rows_by_id().values(), key=lambda e: str(e["name"]))
+
+    def rows_by_id(self) -> dict[str, dict[str, Any]]:
+        """Every row by its ``event_id`` (what operators list and remove), each as :meth:`one_off_entries` gives it."""
+        rows: dict[str, dict[str, Any]] = {}
         kwargs: dict[str, Any] = {"ConsistentRead": True}
         while True:
             page = call_with_retry(self._retry, self._table.scan, **kwargs)
             for item in page["Items"]:
                 entry = {k: _plain(v) for k, v in item.items() if k != CALENDAR_PK}
                 entry.setdefault("name", str(item[CALENDAR_PK]))
-                entries.append(entry)
+                rows[str(item[CALENDAR_PK])] = entry
             if "LastEvaluatedKey" not in page:
-                return sorted(entries, key=lambda e: str(e["name"]))
+                return rows
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def put(self, event_id: str, entry: dict[str, Any]) -> None:
