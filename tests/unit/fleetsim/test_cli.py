@@ -149,7 +149,7 @@ def test_an_invalid_extra_calendar_entry_is_named_with_its_reason(
     assert "One Piece ch. 1100: timezone: Value error, unknown time zone 'Asia/Osaka'" in capsys.readouterr().err
     bad.write_text("name: not a list\n")
     assert main(["--from", "2026-12-03", "--calendar", str(bad)]) == 2
-    assert "must be a YAML list of one-off entries" in capsys.readouterr().err
+    assert "must be a YAML list of calendar entries" in capsys.readouterr().err
 
 
 def test_a_bad_trace_file_exits_with_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

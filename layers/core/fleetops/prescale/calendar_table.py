@@ -5,8 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-import boto3
-
+from fleetops.aws import clients
 from fleetops.aws.retry import RetryPolicy, call_with_retry
 from fleetops.tables import CALENDAR_PK
 
@@ -27,7 +26,7 @@ class CalendarTable:
     def __init__(
         self, table_name: str, resource: DynamoDBServiceResource | None = None, retry: RetryPolicy | None = None
     ):
-        self._table = (resource or boto3.resource("dynamodb")).Table(table_name)
+        self._table = (resource or clients.dynamodb_resource()).Table(table_name)
         self._retry = retry or RetryPolicy()
 
     def one_off_entries(self) -> list[dict[str, Any]]:

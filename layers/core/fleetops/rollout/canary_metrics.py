@@ -7,8 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import boto3
-
+from fleetops.aws import clients
 from fleetops.aws.retry import RetryPolicy, call_with_retry
 from fleetops.metrics import NAMESPACE, Dimension
 from fleetops.rollout.analysis import VariantStats
@@ -71,7 +70,7 @@ class CanaryMetrics:
         self, checks: CanaryChecks, client: CloudWatchClient | None = None, retry: RetryPolicy | None = None
     ) -> None:
         self._series = checks.series()
-        self._client = client or boto3.client("cloudwatch")
+        self._client = client or clients.client("cloudwatch")
         self._retry = retry or RetryPolicy()
 
     def variant_stats(self, endpoint_name: str, variant_name: str, start: datetime, end: datetime) -> VariantStats:
