@@ -70,14 +70,14 @@ def build_responder(
     """The responder wired exactly as the handler wires it, with the fast retry policy."""
     ports = Ports(
         autoscaling=AutoScaling(retry=FAST_RETRY),
-        lease=EndpointLease(stack.core.lease_table, retry=FAST_RETRY),
-        rails=RemediationStateStore(stack.state_table, retry=FAST_RETRY),
-        audit=AuditTable(stack.core.audit_table, retry=FAST_RETRY),
-        notifier=Notifier(stack.core.topic_arn, retry=FAST_RETRY),
-        kill_switch=KillSwitch(stack.core.kill_switch_parameter, retry=FAST_RETRY),
+        lease=EndpointLease(stack.core.lease_table),
+        rails=RemediationStateStore(stack.state_table),
+        audit=AuditTable(stack.core.audit_table),
+        notifier=Notifier(stack.core.topic_arn),
+        kill_switch=KillSwitch(stack.core.kill_switch_parameter),
         weights=VariantWeights(retry=FAST_RETRY),
         wait_ready=lambda name: wait_in_service(name, timeout_s=5, max_wait_s=0.2),
-        rollback=RollbackWorkflow(stack.rollback_arn, retry=FAST_RETRY) if stack.rollback_arn else None,
+        rollback=RollbackWorkflow(stack.rollback_arn) if stack.rollback_arn else None,
         clock=clock or (lambda: datetime.now(UTC)),
     )
     ports = replace(ports, **port_overrides)

@@ -152,7 +152,7 @@ def test_s3_store_lists_relative_names_across_pages_and_reads_text() -> None:
         raw = b'{"architectures": []}'
         body = StreamingBody(io.BytesIO(raw), len(raw))
         stub.add_response("get_object", {"Body": body}, {"Bucket": "b", "Key": prefix + "config.json"})
-        store = S3ArtifactStore(client, retry=FAST_RETRY)
+        store = S3ArtifactStore(client)
         listed = store.list_objects("b", prefix)
         text = store.read_text("b", prefix + "config.json")
         stub.assert_no_pending_responses()

@@ -108,7 +108,7 @@ def test_rollback_start_is_idempotent_per_execution_name() -> None:
     with Stubber(client) as stub:
         stub.add_response("start_execution", started, expected)
         stub.add_client_error("start_execution", "ExecutionAlreadyExists", "exists", 400, expected_params=expected)
-        workflow = RollbackWorkflow(ARN, client=client, retry=FAST_RETRY)
+        workflow = RollbackWorkflow(ARN, client=client)
         first = workflow.start("manga-chat-prod", "r", "alarm_responder", name, "canary")
         second = workflow.start("manga-chat-prod", "r", "alarm_responder", name, "canary")
     assert first == (started["executionArn"], True)

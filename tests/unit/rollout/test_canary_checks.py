@@ -10,7 +10,6 @@ from typing import Any, cast
 import pytest
 import yaml
 
-from fleetops.aws.retry import FAST_RETRY
 from fleetops.rollout.analysis import analyse
 from fleetops.rollout.canary_metrics import CanaryMetrics
 from fleetops.rollout.checks import CANARY_CHECKS, CanaryChecksError, Thresholds, load_canary_checks
@@ -61,7 +60,7 @@ def healthy(**changes: list[float]) -> dict[tuple[str, str], list[float]]:
 
 def read(checks_path: Path, canary: dict[tuple[str, str], list[float]]) -> tuple[StubCloudWatch, CanaryMetrics]:
     cloudwatch = StubCloudWatch({"canary": canary, "primary": healthy()})
-    return cloudwatch, CanaryMetrics(load_canary_checks(checks_path), client=cast(Any, cloudwatch), retry=FAST_RETRY)
+    return cloudwatch, CanaryMetrics(load_canary_checks(checks_path), client=cast(Any, cloudwatch))
 
 
 def with_check(tmp_path: Path, entry: str) -> Path:

@@ -9,7 +9,6 @@ from boto3.dynamodb.conditions import Key
 
 from fleetops.audit import AuditRecord
 from fleetops.aws import clients
-from fleetops.aws.retry import RetryPolicy, call_with_retry
 from fleetops.tables import AUDIT_PK, AUDIT_SK
 
 if TYPE_CHECKING:
@@ -17,11 +16,8 @@ if TYPE_CHECKING:
 
 
 class AuditTable:
-    def __init__(
-        self, table_name: str, resource: DynamoDBServiceResource | None = None, retry: RetryPolicy | None = None
-    ):
+    def __init__(self, table_name: str, resource: DynamoDBServiceResource | None = None):
         self._table = (resource or clients.dynamodb_resource()).Table(table_name)
-        self._retry = retry or RetryPolicy()
 
     def write(self, record: AuditRecord) -> AuditRecord:
         """Store the record; before/after are kept as JSON text so any shape round-trips exactly."""
@@ -33,7 +29,7 @@ class AuditTable:
             "before": json.dumps(record.before, sort_keys=True),
             "after": json.dumps(record.after, sort_keys=True),
         }
-        call_with_retry(self._retry, self._table.put_item, Item=item)
+        self._table.put_item(Item=item)
         return record
 
     def list(self, endpoint_name: str) -> list[AuditRecord]:
@@ -41,7 +37,7 @@ class AuditTable:
         records: list[AuditRecord] = []
         kwargs: dict[str, Any] = {"KeyConditionExpression": Key(AUDIT_PK).eq(endpoint_name)}
         while True:
-            page = call_with_retry(self._retry, self._table.query, **kwargs)
+            page = self._table.query(**kwargs)
             for item in page["Items"]:
                 data = {**item, "before": json.loads(str(item["before"])), "after": json.loads(str(item["after"]))}
                 records.append(AuditRecord.model_validate(data))

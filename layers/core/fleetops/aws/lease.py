@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from botocore.exceptions import ClientError
 
 from fleetops.aws import clients
-from fleetops.aws.retry import RetryPolicy, call_with_retry
 from fleetops.endpoint import LeaseInfo
 from fleetops.tables import (
     LEASE_EXECUTION_ARN,
@@ -70,9 +69,8 @@ class EndpointLease:
         The lease table (template resource ``LeaseTable``, env ``LEASE_TABLE``).
     client
         A DynamoDB client; ``None`` builds a default one (reaches the emulator through ``AWS_ENDPOINT_URL``).
-    retry
-        Passed to :func:`~fleetops.aws.retry.call_with_retry` (throttling is botocore's own retry); a lost
-        condition is an answer, never retried.
+
+    Throttling is botocore's own retry; a lost condition is an answer, never retried.
 
     Examples
     --------
@@ -91,10 +89,9 @@ class EndpointLease:
             print(f"deferred: {exc}")
     """
 
-    def __init__(self, table_name: str, client: DynamoDBClient | None = None, retry: RetryPolicy | None = None) -> None:
+    def __init__(self, table_name: str, client: DynamoDBClient | None = None) -> None:
         self.table_name = table_name
         self._client: DynamoDBClient = client or clients.client("dynamodb")
-        self._retry = retry or RetryPolicy()
 
     def acquire(self, endpoint_name: str, holder: str, ttl_s: int, now: datetime) -> bool:
         """Take or renew the lease; ``False`` when another holder's lease has not expired yet.
@@ -106,9 +103,7 @@ class EndpointLease:
             raise ValueError(f"lease ttl_s must be positive, got {ttl_s}")
         now_s = int(now.timestamp())
         try:
-            call_with_retry(
-                self._retry,
-                self._client.put_item,
+            self._client.put_item(
                 TableName=self.table_name,
                 Item={
                     LEASE_PK: {"S": endpoint_name},
@@ -128,9 +123,7 @@ class EndpointLease:
     def release(self, endpoint_name: str, holder: str) -> bool:
         """Give the lease back; ``False`` (and no change) when someone else holds it now."""
         try:
-            call_with_retry(
-                self._retry,
-                self._client.delete_item,
+            self._client.delete_item(
                 TableName=self.table_name,
                 Key={LEASE_PK: {"S": endpoint_name}},
                 ConditionExpression="#holder = :holder",
@@ -145,9 +138,7 @@ class EndpointLease:
 
     def current(self, endpoint_name: str) -> LeaseInfo | None:
         """The stored lease row (possibly expired), or ``None`` when there is none."""
-        item = call_with_retry(
-            self._retry,
-            self._client.get_item,
+        item = self._client.get_item(
             TableName=self.table_name,
             Key={LEASE_PK: {"S": endpoint_name}},
             ConsistentRead=True,

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 from aws_lambda_powertools import Logger
 
 from fleetops.aws import clients
-from fleetops.aws.retry import RetryPolicy, call_with_retry
 
 if TYPE_CHECKING:
     from mypy_boto3_sns import SNSClient
@@ -40,10 +39,9 @@ class Notifier:
     True
     """
 
-    def __init__(self, topic_arn: str, client: SNSClient | None = None, retry: RetryPolicy | None = None) -> None:
+    def __init__(self, topic_arn: str, client: SNSClient | None = None) -> None:
         self._topic_arn = topic_arn
         self._client = (client or clients.client("sns")) if topic_arn else client
-        self._retry = retry or RetryPolicy()
 
     def publish(self, subject: str, message: str) -> str | None:
         """Send one message; returns the SNS message id (``None`` when no topic is configured)."""
@@ -53,7 +51,5 @@ class Notifier:
         if not self._topic_arn or self._client is None:
             logger.info("no notification topic configured; notification only logged", extra={"subject": clean})
             return None
-        answer = call_with_retry(
-            self._retry, self._client.publish, TopicArn=self._topic_arn, Subject=clean, Message=message
-        )
+        answer = self._client.publish(TopicArn=self._topic_arn, Subject=clean, Message=message)
         return str(answer["MessageId"])

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from aws_lambda_powertools import Logger
 
 from fleetops.aws import clients
-from fleetops.aws.retry import RetryPolicy, call_with_retry, error_code
+from fleetops.aws.retry import error_code
 
 if TYPE_CHECKING:
     from mypy_boto3_ssm import SSMClient
@@ -19,17 +19,16 @@ logger = Logger(child=True)
 
 
 class KillSwitch:
-    def __init__(self, parameter_name: str, client: SSMClient | None = None, retry: RetryPolicy | None = None):
+    def __init__(self, parameter_name: str, client: SSMClient | None = None):
         self._name = parameter_name
         self._client = client or clients.client("ssm")
-        self._retry = retry or RetryPolicy()
 
     def engaged(self) -> bool:
         """True when automation must not change anything. A missing parameter counts as released."""
         if not self._name:
             return False
         try:
-            value = call_with_retry(self._retry, self._client.get_parameter, Name=self._name)["Parameter"]["Value"]
+            value = self._client.get_parameter(Name=self._name)["Parameter"]["Value"]
         except Exception as exc:
             if error_code(exc) == "ParameterNotFound":
                 logger.warning("kill switch parameter missing; treating as released", extra={"parameter": self._name})

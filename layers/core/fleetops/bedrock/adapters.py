@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from fleetops.aws import clients
-from fleetops.aws.retry import RetryPolicy, call_with_retry, error_code
+from fleetops.aws.retry import RetryPolicy, error_code
 from fleetops.bedrock.models import ArtifactObject, Reply
 
 if TYPE_CHECKING:
@@ -19,9 +19,8 @@ if TYPE_CHECKING:
 class S3ArtifactStore:
     """Lists and reads the artifact prefix."""
 
-    def __init__(self, client: S3Client | None = None, retry: RetryPolicy | None = None):
+    def __init__(self, client: S3Client | None = None):
         self._s3 = client or clients.client("s3")
-        self._retry = retry or RetryPolicy()
 
     def list_objects(self, bucket: str, prefix: str) -> list[ArtifactObject]:
         """Every object under ``prefix`` (names relative to it)."""
@@ -35,7 +34,7 @@ class S3ArtifactStore:
         return objects
 
     def read_text(self, bucket: str, key: str) -> str:
-        body = call_with_retry(self._retry, self._s3.get_object, Bucket=bucket, Key=key)["Body"]
+        body = self._s3.get_object(Bucket=bucket, Key=key)["Body"]
         return body.read().decode("utf-8")
 
 

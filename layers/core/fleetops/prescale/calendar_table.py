@@ -6,7 +6,6 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from fleetops.aws import clients
-from fleetops.aws.retry import RetryPolicy, call_with_retry
 from fleetops.tables import CALENDAR_PK
 
 if TYPE_CHECKING:
@@ -23,11 +22,8 @@ def _plain(value: Any) -> Any:
 
 
 class CalendarTable:
-    def __init__(
-        self, table_name: str, resource: DynamoDBServiceResource | None = None, retry: RetryPolicy | None = None
-    ):
+    def __init__(self, table_name: str, resource: DynamoDBServiceResource | None = None):
         self._table = (resource or clients.dynamodb_resource()).Table(table_name)
-        self._retry = retry or RetryPolicy()
 
     def one_off_entries(self) -> list[dict[str, Any]]:
         """Every row as a plain dict for the calendar; ``event_id`` names rows without a ``name``.
@@ -41,7 +37,7 @@ class CalendarTable:
         rows: dict[str, dict[str, Any]] = {}
         kwargs: dict[str, Any] = {"ConsistentRead": True}
         while True:
-            page = call_with_retry(self._retry, self._table.scan, **kwargs)
+            page = self._table.scan(**kwargs)
             for item in page["Items"]:
                 entry = {k: _plain(v) for k, v in item.items() if k != CALENDAR_PK}
                 entry.setdefault("name", str(item[CALENDAR_PK]))
@@ -53,7 +49,7 @@ class CalendarTable:
     def put(self, event_id: str, entry: dict[str, Any]) -> None:
         """Add or replace an entry (used by the demo and tests; operators use the CLI, see README)."""
         item = {CALENDAR_PK: event_id, **{k: Decimal(str(v)) if isinstance(v, float) else v for k, v in entry.items()}}
-        call_with_retry(self._retry, self._table.put_item, Item=item)
+        self._table.put_item(Item=item)
 
     def delete(self, event_id: str) -> None:
-        call_with_retry(self._retry, self._table.delete_item, Key={CALENDAR_PK: event_id})
+        self._table.delete_item(Key={CALENDAR_PK: event_id})

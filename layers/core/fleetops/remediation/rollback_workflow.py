@@ -8,7 +8,7 @@ import re
 from typing import TYPE_CHECKING
 
 from fleetops.aws import clients
-from fleetops.aws.retry import RetryPolicy, call_with_retry, error_code
+from fleetops.aws.retry import error_code
 
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
@@ -50,14 +50,11 @@ class RollbackWorkflow:
     ('arn:aws:states:us-east-1:123456789012:execution:rollback:oom-manga-chat-1a2b', False)
     """
 
-    def __init__(
-        self, state_machine_arn: str, client: SFNClient | None = None, retry: RetryPolicy | None = None
-    ) -> None:
+    def __init__(self, state_machine_arn: str, client: SFNClient | None = None) -> None:
         if not state_machine_arn:
             raise ValueError("RollbackWorkflow needs a state machine ARN")
         self._arn = state_machine_arn
         self._client: SFNClient = client or clients.client("stepfunctions")
-        self._retry = retry or RetryPolicy()
 
     def start(
         self, endpoint_name: str, reason: str, requested_by: str, name: str, canary_variant_name: str | None = None
@@ -79,9 +76,7 @@ class RollbackWorkflow:
             request["canary_variant_name"] = canary_variant_name
         payload = json.dumps(request)
         try:
-            answer = call_with_retry(
-                self._retry, self._client.start_execution, stateMachineArn=self._arn, name=name, input=payload
-            )
+            answer = self._client.start_execution(stateMachineArn=self._arn, name=name, input=payload)
         except Exception as exc:
             if error_code(exc) != "ExecutionAlreadyExists":
                 raise

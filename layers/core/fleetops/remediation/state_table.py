@@ -6,13 +6,13 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from fleetops.aws import clients
-from fleetops.aws.retry import RetryPolicy, call_with_retry
 from fleetops.remediation.decide import RailState
 from fleetops.remediation.models import ActionType
 from fleetops.tables import REMEDIATION_STATE_PK
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
 
 _WINDOW = timedelta(hours=1)  # only the rolling hour matters to the rate limit
 
@@ -51,15 +51,12 @@ class RemediationStateStore:
     (True, 1)
     """
 
-    def __init__(self, table_name: str, client: DynamoDBClient | None = None, retry: RetryPolicy | None = None) -> None:
+    def __init__(self, table_name: str, client: DynamoDBClient | None = None) -> None:
         self._table = table_name
         self._client: DynamoDBClient = client or clients.client("dynamodb")
-        self._retry = retry or RetryPolicy()
 
     def get(self, endpoint_name: str) -> RailState:
-        item = call_with_retry(
-            self._retry,
-            self._client.get_item,
+        item = self._client.get_item(
             TableName=self._table,
             Key={REMEDIATION_STATE_PK: {"S": endpoint_name}},
             ConsistentRead=True,
@@ -75,11 +72,11 @@ class RemediationStateStore:
         current = self.get(endpoint_name)
         times = [t for t in current.recent_actions if t > at - _WINDOW] + [at]
         last = at if action == ActionType.SCALE_OUT else current.last_scale_out_at
-        item = {
+        item: dict[str, AttributeValueTypeDef] = {
             REMEDIATION_STATE_PK: {"S": endpoint_name},
             "action_times": {"L": [{"N": _epoch(t)} for t in times]},
         }
         if last is not None:
             item["last_scale_out_at"] = {"N": _epoch(last)}
-        call_with_retry(self._retry, self._client.put_item, TableName=self._table, Item=item)
+        self._client.put_item(TableName=self._table, Item=item)
         return RailState(last_scale_out_at=last, recent_actions=tuple(times))

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from boto3.dynamodb.conditions import Attr
 from botocore.exceptions import ClientError
 
 from fleetops.aws import clients
-from fleetops.aws.retry import RetryPolicy, call_with_retry
 from fleetops.rollout.approval import ApprovalRecord, Decision, check_usable
 
 if TYPE_CHECKING:
@@ -23,27 +23,34 @@ def _condition_failed(exc: ClientError) -> bool:
 
 
 class ApprovalTable:
-    def __init__(
-        self, table_name: str, resource: DynamoDBServiceResource | None = None, retry: RetryPolicy | None = None
-    ) -> None:
+    def __init__(self, table_name: str, resource: DynamoDBServiceResource | None = None) -> None:
         self._table = (resource or clients.dynamodb_resource()).Table(table_name)
-        self._retry = retry or RetryPolicy()
 
     def put(self, record: ApprovalRecord) -> None:
         """Store a new pending approval; an existing key is never overwritten."""
         item = {k: v for k, v in record.model_dump(mode="json").items() if v is not None}
-        call_with_retry(
-            self._retry,
-            self._table.put_item,
+        self._table.put_item(
             Item=item,
             ConditionExpression="attribute_not_exists(#k)",
             ExpressionAttributeNames={"#k": APPROVAL_PK},
         )
 
+    def pending(self, rollout_id: str) -> list[ApprovalRecord]:
+        """The pending approvals of ``rollout_id``, latest expiry first (a rollout waits at one step at a time)."""
+        found: list[ApprovalRecord] = []
+        kwargs: dict[str, Any] = {
+            "FilterExpression": Attr("rollout_id").eq(rollout_id) & Attr("status").eq("pending"),
+            "ConsistentRead": True,
+        }
+        while True:
+            page = self._table.scan(**kwargs)
+            found += [ApprovalRecord.model_validate(_plain(item)) for item in page["Items"]]
+            if "LastEvaluatedKey" not in page:
+                return sorted(found, key=lambda record: record.expires_at, reverse=True)
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
     def get(self, key: str) -> ApprovalRecord | None:
-        item = call_with_retry(self._retry, self._table.get_item, Key={APPROVAL_PK: key}, ConsistentRead=True).get(
-            "Item"
-        )
+        item = self._table.get_item(Key={APPROVAL_PK: key}, ConsistentRead=True).get("Item")
         return ApprovalRecord.model_validate(_plain(item)) if item else None
 
     def consume(self, key: str, decision: Decision, decided_by: str, now: datetime) -> ApprovalRecord:
@@ -57,9 +64,7 @@ class ApprovalTable:
             Unknown, already used or expired (the reason is read back after a lost condition).
         """
         try:
-            result = call_with_retry(
-                self._retry,
-                self._table.update_item,
+            result = self._table.update_item(
                 Key={APPROVAL_PK: key},
                 UpdateExpression="SET #s = :used, decision = :d, decided_by = :by, decided_at = :at",
                 ConditionExpression="attribute_exists(#k) AND #s = :pending AND expires_at > :now",

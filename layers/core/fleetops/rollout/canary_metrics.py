@@ -8,7 +8,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from fleetops.aws import clients
-from fleetops.aws.retry import RetryPolicy, call_with_retry
 from fleetops.metrics import NAMESPACE, Dimension
 from fleetops.rollout.analysis import VariantStats
 from fleetops.rollout.checks import CanaryChecks, Series
@@ -66,12 +65,9 @@ def combine(statistic: str, found: Sequence[float]) -> float | None:
 
 
 class CanaryMetrics:
-    def __init__(
-        self, checks: CanaryChecks, client: CloudWatchClient | None = None, retry: RetryPolicy | None = None
-    ) -> None:
+    def __init__(self, checks: CanaryChecks, client: CloudWatchClient | None = None) -> None:
         self._series = checks.series()
         self._client = client or clients.client("cloudwatch")
-        self._retry = retry or RetryPolicy()
 
     def variant_stats(self, endpoint_name: str, variant_name: str, start: datetime, end: datetime) -> VariantStats:
         """One GetMetricData call for every series of the variant over ``[start, end)`` as one period."""
@@ -80,7 +76,7 @@ class CanaryMetrics:
         found: dict[str, list[float]] = {q["Id"]: [] for q in queries}
         kwargs: dict[str, Any] = {"MetricDataQueries": queries, "StartTime": start, "EndTime": end}
         while True:
-            page = call_with_retry(self._retry, self._client.get_metric_data, **kwargs)
+            page = self._client.get_metric_data(**kwargs)
             for result in page["MetricDataResults"]:
                 found[result["Id"]].extend(float(v) for v in result.get("Values", []) if v is not None)
             if not page.get("NextToken"):

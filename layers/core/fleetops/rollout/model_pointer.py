@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from fleetops.aws import clients
-from fleetops.aws.retry import RetryPolicy, call_with_retry, error_code
+from fleetops.aws.retry import error_code
 from fleetops.rollout.plan import Pointer
 
 if TYPE_CHECKING:
@@ -26,14 +26,13 @@ def pointer_parameter(prefix: str, endpoint_name: str) -> str:
 
 
 class ModelPointerStore:
-    def __init__(self, client: SSMClient | None = None, retry: RetryPolicy | None = None) -> None:
+    def __init__(self, client: SSMClient | None = None) -> None:
         self._client = client or clients.client("ssm")
-        self._retry = retry or RetryPolicy()
 
     def get(self, name: str) -> Pointer | None:
         """The pointer, or ``None`` when the parameter is missing or holds something else."""
         try:
-            value = call_with_retry(self._retry, self._client.get_parameter, Name=name)["Parameter"]["Value"]
+            value = self._client.get_parameter(Name=name)["Parameter"]["Value"]
         except Exception as exc:
             if error_code(exc) == "ParameterNotFound":
                 return None
