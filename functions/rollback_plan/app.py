@@ -7,18 +7,28 @@ Event: ``{"request": <rollback input>, "attempt": n, "now": <state entered time>
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from functools import cache, partial
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Tracer
-from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel
 
+from fleetops.aws import clients
 from fleetops.aws.lease import EndpointLease
 from fleetops.aws.sagemaker_endpoint import read_endpoint
 from fleetops.rollout.model_pointer import ModelPointerStore
 from fleetops.rollout.rollback import RollbackRequest, plan_rollback
 from fleetops.settings import CommonSettings
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from fleetops.endpoint import EndpointSnapshot, LeaseInfo
+    from fleetops.rollout.plan import Pointer
 
 logger = Logger()
 tracer = Tracer()
@@ -34,18 +44,37 @@ class Event(BaseModel):
     now: datetime
 
 
+@dataclass(frozen=True)
+class Readers:
+    """What plan_rollback reads from AWS; no lease table, no lease to read."""
+
+    endpoint: Callable[[str], EndpointSnapshot]
+    pointer: Callable[[str], Pointer | None]
+    lease: Callable[[str], LeaseInfo | None] | None
+
+
+# A wrong environment fails the cold start with a clear message, before any event.
 settings = Settings.from_env()
-pointers = ModelPointerStore()
-lease = EndpointLease(settings.lease_table) if settings.lease_table else None
+
+
+@cache
+def dependencies() -> Readers:
+    """AWS adapters, built once per execution environment on its first invocation."""
+    lease = EndpointLease(settings.lease_table) if settings.lease_table else None
+    return Readers(
+        endpoint=partial(read_endpoint, client=clients.client("sagemaker")),
+        pointer=ModelPointerStore().get,
+        lease=lease.current if lease else None,
+    )
 
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    e = Event.model_validate(event)
-    request = e.request.model_copy(update={"attempt": e.attempt})
-    read_lease = lease.current if lease else None
-    step = plan_rollback(request, e.now, read_endpoint, pointers.get, settings.model_pointer_prefix, read_lease)
+    parsed = Event.model_validate(event)
+    request = parsed.request.model_copy(update={"attempt": parsed.attempt})
+    deps = dependencies()
+    step = plan_rollback(request, parsed.now, deps.endpoint, deps.pointer, settings.model_pointer_prefix, deps.lease)
     logger.info(
         "rollback step",
         extra={"action": step.action, "note": step.note, "attempt": step.attempt, "aborts": step.stop_execution_arn},

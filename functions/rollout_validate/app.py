@@ -8,17 +8,21 @@ before taking the lease or creating anything.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from functools import cache, partial
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Tracer
-from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel
 
+from fleetops.aws import clients
 from fleetops.aws.sagemaker_endpoint import read_endpoint
 from fleetops.aws.switches import KillSwitch
 from fleetops.rollout.model_pointer import ModelPointerStore
 from fleetops.rollout.prepare import PrepareDeps, prepare_rollout
 from fleetops.settings import CommonSettings
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 logger = Logger()
 tracer = Tracer()
@@ -34,22 +38,27 @@ class Event(BaseModel):
     now: datetime
 
 
+# A wrong environment fails the cold start with a clear message, before any event.
 settings = Settings.from_env()
-pointers = ModelPointerStore()
-deps = PrepareDeps(
-    read_endpoint=read_endpoint,
-    read_pointer=pointers.get,
-    kill_switch_engaged=KillSwitch(settings.kill_switch_parameter).engaged,
-    pointer_prefix=settings.model_pointer_prefix,
-    dry_run=settings.dry_run,
-    max_num_seqs=settings.max_num_seqs,
-)
+
+
+@cache
+def dependencies() -> PrepareDeps:
+    """AWS adapters, built once per execution environment on its first invocation."""
+    return PrepareDeps(
+        read_endpoint=partial(read_endpoint, client=clients.client("sagemaker")),
+        read_pointer=ModelPointerStore().get,
+        kill_switch_engaged=KillSwitch(settings.kill_switch_parameter).engaged,
+        pointer_prefix=settings.model_pointer_prefix,
+        dry_run=settings.dry_run,
+        max_num_seqs=settings.max_num_seqs,
+    )
 
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     parsed = Event.model_validate(event)
-    plan = prepare_rollout(parsed.request, parsed.now, deps)
+    plan = prepare_rollout(parsed.request, parsed.now, dependencies())
     logger.info("rollout planned", extra={"rollout_id": plan.rollout_id, "endpoint": plan.endpoint_name})
     return plan.model_dump(mode="json")

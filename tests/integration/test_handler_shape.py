@@ -1,0 +1,74 @@
+"""Every Lambda handler has the one shape CONTRIBUTING.md describes: checked on its source and by importing it."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import sys
+from typing import Any
+
+import boto3
+import pytest
+
+from tests.conftest import REPO
+
+FUNCTIONS = REPO / "functions"
+HANDLERS = sorted(path.parent.name for path in FUNCTIONS.glob("*/app.py"))
+#: Handlers that still build an AWS client at import; strict, so moving it into dependencies() means removing it here.
+CLIENTS_AT_IMPORT = {"canary_analysis"}
+CONFIG = REPO / "layers/core/fleet_config"
+#: Every variable some handler's Settings requires, as its deployed configuration would set it.
+ENVIRONMENT = {
+    "AUDIT_TABLE": "audit",
+    "LEASE_TABLE": "lease",
+    "CALENDAR_TABLE": "calendar",
+    "APPROVAL_TABLE": "approvals",
+    "APPROVAL_URL": "https://approve.example.com/",
+    "MODEL_POINTER_PREFIX": "/manga-llm-fleet/models",
+    "ARTIFACT_ROOT": "s3://artifacts/bedrock-imports/",
+    "ALARM_NAME_PREFIX": "manga-llm-fleet-remediation-",
+    "REMEDIATION_STATE_TABLE": "remediation-state",
+    "IDEMPOTENCY_TABLE": "idempotency",
+    "FLEET_CONFIG_PATH": str(CONFIG / "fleet.yaml"),
+    "PLAYBOOK_PATH": str(CONFIG / "playbook.yaml"),
+}
+
+
+def _handler_decorators(folder: str) -> tuple[list[str], set[str]]:
+    """The handler's decorators as written, and the names the module binds at its top level."""
+    tree = ast.parse((FUNCTIONS / folder / "app.py").read_text())
+    handler = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "lambda_handler")
+    bound = {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    return [ast.unparse(d) for d in handler.decorator_list], bound
+
+
+@pytest.mark.parametrize("folder", HANDLERS)
+def test_log_state_is_cleared_and_metrics_are_flushed_where_the_function_counts(folder: str) -> None:
+    decorators, bound = _handler_decorators(folder)
+    assert decorators[0].startswith("logger.inject_lambda_context(clear_state=True"), decorators
+    flush = ["metrics.log_metrics"] if "metrics" in bound else []
+    assert decorators[1:] == [*flush, "tracer.capture_lambda_handler"]
+
+
+def _refuse(*args: Any, **kwargs: Any) -> None:
+    raise AssertionError("an AWS client was built at import; build it in dependencies()")
+
+
+NOT_YET = pytest.mark.xfail(strict=True, raises=AssertionError)
+
+
+@pytest.mark.parametrize("folder", [pytest.param(f, marks=NOT_YET) if f in CLIENTS_AT_IMPORT else f for f in HANDLERS])
+def test_importing_a_handler_reads_its_settings_and_builds_no_aws_client(
+    folder: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("client", "resource"):  # the module functions and the sessions (Powertools builds its own)
+        monkeypatch.setattr(boto3, name, _refuse)
+        monkeypatch.setattr(boto3.session.Session, name, _refuse)
+    for key, value in ENVIRONMENT.items():
+        monkeypatch.setenv(key, value)
+    spec = importlib.util.spec_from_file_location(f"shape_{folder}_app", FUNCTIONS / folder / "app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    assert callable(getattr(module, "dependencies", None)), "adapters are built by a @cache dependencies()"
