@@ -17,7 +17,7 @@ from fleetops.aws.autoscaling import DIMENSION, NAMESPACE, resource_id
 from fleetops.aws.switches import RELEASED
 from fleetops.tables import AUDIT_PK, AUDIT_SK, CALENDAR_PK, LEASE_PK
 
-# moto 5.2.5's SageMaker instance-type list predates ml.g5/ml.g6 (ENVIRONMENT.md); production uses ml.g5.2xlarge.
+# moto 5.2.5's SageMaker instance-type list predates ml.g5/ml.g6; production uses ml.g5.2xlarge.
 EMULATED_INSTANCE_TYPE = "ml.g4dn.xlarge"
 
 

@@ -10,21 +10,23 @@ from __future__ import annotations
 
 import os
 from datetime import datetime
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Tracer
-from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel
 
 from fleetops.rollout.analysis import analyse
 from fleetops.rollout.canary_metrics import CanaryMetrics
 from fleetops.rollout.checks import CANARY_CHECKS, Thresholds, load_canary_checks
 
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
 logger = Logger()
 tracer = Tracer()
 # A wrong checks file fails the cold start with a message naming the check, not a bake hours later.
 checks = load_canary_checks(os.environ.get("CANARY_CHECKS_PATH") or CANARY_CHECKS)
-source = CanaryMetrics(checks)
 
 
 class Event(BaseModel):
@@ -36,12 +38,19 @@ class Event(BaseModel):
     thresholds: Thresholds = Thresholds()
 
 
+@cache
+def dependencies() -> CanaryMetrics:
+    """The CloudWatch adapter, built once per execution environment on its first invocation."""
+    return CanaryMetrics(checks)
+
+
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    e = Event.model_validate(event)
-    canary = source.variant_stats(e.endpoint_name, e.canary_variant_name, e.window_start, e.now)
-    baseline = source.variant_stats(e.endpoint_name, e.baseline_variant_name, e.window_start, e.now)
-    result = analyse(canary, baseline, checks.with_overrides(e.thresholds))
+    parsed = Event.model_validate(event)
+    source = dependencies()
+    canary = source.variant_stats(parsed.endpoint_name, parsed.canary_variant_name, parsed.window_start, parsed.now)
+    baseline = source.variant_stats(parsed.endpoint_name, parsed.baseline_variant_name, parsed.window_start, parsed.now)
+    result = analyse(canary, baseline, checks.with_overrides(parsed.thresholds))
     logger.info("canary analysed", extra={"verdict": result.verdict, "summary": result.summary})
     return result.model_dump(mode="json")

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fleetops.aws.audit_table import AuditTable
 from fleetops.aws.autoscaling import AutoScaling
@@ -20,6 +19,9 @@ from fleetops.prescale.events import parse_event
 from fleetops.prescale.models import Plan
 from fleetops.prescale.reconciler import PrescaleDeps, reconcile
 from fleetops.settings import CommonSettings
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 logger = Logger()
 metrics = Metrics()

@@ -14,8 +14,6 @@ from tests.conftest import REPO
 
 FUNCTIONS = REPO / "functions"
 HANDLERS = sorted(path.parent.name for path in FUNCTIONS.glob("*/app.py"))
-#: Handlers that still build an AWS client at import; strict, so moving it into dependencies() means removing it here.
-CLIENTS_AT_IMPORT = {"canary_analysis"}
 CONFIG = REPO / "layers/core/fleet_config"
 #: Every variable some handler's Settings requires, as its deployed configuration would set it.
 ENVIRONMENT = {
@@ -54,10 +52,7 @@ def _refuse(*args: Any, **kwargs: Any) -> None:
     raise AssertionError("an AWS client was built at import; build it in dependencies()")
 
 
-NOT_YET = pytest.mark.xfail(strict=True, raises=AssertionError)
-
-
-@pytest.mark.parametrize("folder", [pytest.param(f, marks=NOT_YET) if f in CLIENTS_AT_IMPORT else f for f in HANDLERS])
+@pytest.mark.parametrize("folder", HANDLERS)
 def test_importing_a_handler_reads_its_settings_and_builds_no_aws_client(
     folder: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

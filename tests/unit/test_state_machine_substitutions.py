@@ -117,7 +117,7 @@ def test_cfn_loader_reads_short_tags() -> None:
 
 def asl_validator(*paths: Path) -> subprocess.CompletedProcess[str]:
     npx = shutil.which("npx")
-    assert npx, "npx not found: install Node 20 (ENVIRONMENT.md)"
+    assert npx, "npx not found: install Node 20; `make install` runs `npm ci` for asl-validator"
     assert (REPO / "node_modules" / "asl-validator").is_dir(), (
         "asl-validator missing: run `npm install` at the repository root"
     )

@@ -1,4 +1,4 @@
-"""The playbook file: defaults from the issue, and the validator's answers to a wrong playbook."""
+"""The playbook file: the shipped defaults, and the validator's answers to a wrong playbook."""
 
 from __future__ import annotations
 
