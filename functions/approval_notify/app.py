@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools import Logger, Tracer
 
 from fleetops.aws import clients
-from fleetops.aws.retry import RetryPolicy, call_with_retry
 from fleetops.rollout.approval_gate import ApprovalRequest, NotifyDeps, request_approval
 from fleetops.rollout.approval_table import ApprovalTable
 from fleetops.settings import CommonSettings
@@ -39,9 +38,7 @@ def dependencies() -> NotifyDeps:
     sns = clients.client("sns")
 
     def publish(subject: str, message: str) -> None:
-        call_with_retry(
-            RetryPolicy(), sns.publish, TopicArn=settings.notification_topic_arn, Subject=subject, Message=message
-        )
+        sns.publish(TopicArn=settings.notification_topic_arn, Subject=subject, Message=message)
 
     return NotifyDeps(store=ApprovalTable(settings.approval_table), publish=publish, approval_url=settings.approval_url)
 
