@@ -41,7 +41,7 @@ $(STAMPS)/node: package.json package-lock.json
 demo: $(STAMPS)/venv
 	$(BIN)/python -m demo
 
-test: install lint typecheck validate
+test: install lint typecheck duplicates validate
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMPS)/venv
