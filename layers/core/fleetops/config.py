@@ -10,19 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from fleetops.validation import StrictModel, read_yaml_mapping
 
 
 class FleetConfigError(ValueError):
     """The fleet file cannot be used at all (unreadable, not YAML, or an invalid fleet section)."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class VariantConfig(_Strict):
+class VariantConfig(StrictModel):
     """One production variant of a SageMaker endpoint and how to size it."""
 
     name: str = Field(min_length=1)
@@ -44,7 +41,7 @@ class VariantConfig(_Strict):
         return self
 
 
-class EndpointConfig(_Strict):
+class EndpointConfig(StrictModel):
     name: str = Field(min_length=1)
     environment: Literal["dev", "prod"] = "prod"
     variants: tuple[VariantConfig, ...] = Field(min_length=1)
@@ -58,13 +55,13 @@ class EndpointConfig(_Strict):
         return self
 
 
-class PrescaleSettings(_Strict):
+class PrescaleSettings(StrictModel):
     lead_time_minutes: int = Field(default=120, ge=0, description="scale up this long before an event starts")
     scale_in_delay_minutes: int = Field(default=15, ge=10, description="keep capacity this long after an event ends")
     planning_horizon_hours: int = Field(default=168, ge=1, le=24 * 14)
 
 
-class FleetConfig(_Strict):
+class FleetConfig(StrictModel):
     """The fleet section of ``fleet.yaml`` plus the raw, not-yet-validated calendar entries."""
 
     version: str = Field(min_length=1)
@@ -101,12 +98,7 @@ def load_fleet_config(path: str | Path) -> FleetConfig:
     ...
     fleetops.config.FleetConfigError: cannot read fleet config .../fleet_config/missing.yaml: [Errno 2] ...
     """
-    try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise FleetConfigError(f"cannot read fleet config {path}: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise FleetConfigError(f"fleet config {path} must be a mapping, got {type(raw).__name__}")
+    raw = read_yaml_mapping(path, "fleet config", FleetConfigError)
     calendar = raw.pop("calendar", None) or {}
     try:
         return FleetConfig.model_validate(

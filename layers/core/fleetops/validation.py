@@ -1,7 +1,11 @@
-"""The one strict base model and the one way to list a pydantic error for people."""
+"""The one strict base model, the one way to list a pydantic error for people, and the one YAML file reader."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 
@@ -27,3 +31,22 @@ def problems(exc: ValidationError, root: str = "request") -> list[str]:
     extra: Extra inputs are not permitted
     """
     return [f"{'.'.join(map(str, e['loc'])) or root}: {e['msg']}" for e in exc.errors()]
+
+
+def read_yaml_mapping(path: str | Path, what: str, error: type[ValueError]) -> dict[str, Any]:
+    """The YAML file at ``path`` as a mapping; anything else raises ``error`` naming ``what`` and the file.
+
+    Examples
+    --------
+    >>> read_yaml_mapping("/no/such/playbook.yaml", "playbook", ValueError)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: cannot read playbook /no/such/playbook.yaml: [Errno 2] No such file or directory: ...
+    """
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise error(f"cannot read {what} {path}: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise error(f"{what} {path} must be a mapping, got {type(raw).__name__}")
+    return raw

@@ -6,10 +6,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from fleetops.metrics import MetricName
+from fleetops.validation import StrictModel, read_yaml_mapping
 
 
 class PlaybookError(ValueError):
@@ -33,18 +33,14 @@ Comparison = Literal[
 ]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class RoleActions(_Strict):
+class RoleActions(StrictModel):
     """Actions for an ALARM on a primary and on a canary variant."""
 
     primary: tuple[ActionType, ...] = ()
     canary: tuple[ActionType, ...] = ()
 
 
-class AlarmSpec(_Strict):
+class AlarmSpec(StrictModel):
     """One alarm kind: the metric and threshold the template's alarm uses, and the playbook's answer.
 
     ``divided_by`` makes it a ratio alarm (``100 * metric / divided_by``, percent); ``per_max_num_seqs``
@@ -75,20 +71,20 @@ class AlarmSpec(_Strict):
         return self
 
 
-class ScaleStep(_Strict):
+class ScaleStep(StrictModel):
     """Add ``add`` instances when observed / threshold is below ``below_breach`` (``None``: any size)."""
 
     below_breach: float | None = Field(default=None, gt=1.0)
     add: int = Field(ge=1)
 
 
-class Rails(_Strict):
+class Rails(StrictModel):
     cooldown_seconds: int = Field(ge=0, description="no second scale-out of an endpoint within this time")
     max_actions_per_hour: int = Field(ge=1, description="fleet-changing actions per endpoint per rolling hour")
     lease_ttl_seconds: int = Field(ge=10, le=900)
 
 
-class Playbook(_Strict):
+class Playbook(StrictModel):
     version: str = Field(min_length=1)
     rails: Rails
     scale_out_steps: tuple[ScaleStep, ...] = Field(min_length=1)
@@ -133,10 +129,7 @@ def load_playbook(path: str | Path) -> Playbook:
     >>> load_playbook(shipped / "playbook.yaml").alarms["queue-depth"].threshold
     50.0
     """
-    try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise PlaybookError(f"cannot read playbook {path}: {exc}") from exc
+    raw = read_yaml_mapping(path, "playbook", PlaybookError)
     try:
         return Playbook.model_validate(raw)
     except ValidationError as exc:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
@@ -23,7 +22,7 @@ from pydantic import (
 )
 
 from fleetops.metrics import MetricName
-from fleetops.validation import StrictModel, problems
+from fleetops.validation import StrictModel, problems, read_yaml_mapping
 
 #: The shipped checks: ``fleet_config`` sits beside the package, in the repository as in the layer (/opt/python).
 CANARY_CHECKS = Path(__file__).resolve().parents[2] / "fleet_config" / "canary_checks.yaml"
@@ -179,12 +178,7 @@ def load_canary_checks(path: str | Path = CANARY_CHECKS) -> CanaryChecks:
     >>> load_canary_checks().checks["requests"].limit
     200.0
     """
-    try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise CanaryChecksError(f"cannot read canary checks {path}: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise CanaryChecksError(f"canary checks {path} must be a mapping, got {type(raw).__name__}")
+    raw = read_yaml_mapping(path, "canary checks", CanaryChecksError)
     try:
         return CanaryChecks.model_validate(raw)
     except ValidationError as exc:
