@@ -6,12 +6,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from fleetops.validation import StrictModel
 from gateway.errors import ErrorCode, GatewayError
 
 
-class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class ChatMessage(StrictModel):
     role: Literal["system", "user", "assistant"]
     content: str
 
