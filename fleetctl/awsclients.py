@@ -1,17 +1,15 @@
 """boto3 clients for the services fleetops has no adapter for (and the ones handed to its adapters), built once.
 
 One client per service per process: ``status`` asks a dozen questions and building a client costs more
-than a call to the emulator. boto3 reads region, credentials and ``AWS_ENDPOINT_URL`` from the
-environment, as the Lambdas do.
+than a call to the emulator. They use fleetops' client configuration (botocore's standard retry mode) on a
+session of fleetctl's own, so that a test can start over with other credentials. boto3 reads region,
+credentials and ``AWS_ENDPOINT_URL`` from the environment, as the Lambdas do.
 """
 
 from __future__ import annotations
 
 from functools import cache
 from typing import Any
-
-#: botocore's standard retry mode: throttling and 5xx answers are retried with backoff.
-MAX_ATTEMPTS = 5
 
 
 @cache
@@ -24,18 +22,18 @@ def session() -> Any:
 
 @cache
 def client(service_name: str) -> Any:
-    """A client for ``service_name`` (cached for the life of the process)."""
-    from botocore.config import Config
+    """A client for ``service_name`` (cached for the life of the process), configured as fleetops' own."""
+    from fleetops.aws.clients import CONFIG
 
-    return session().client(service_name, config=Config(retries={"mode": "standard", "max_attempts": MAX_ATTEMPTS}))
+    return session().client(service_name, config=CONFIG)
 
 
 @cache
 def dynamodb_resource() -> Any:
     """The DynamoDB resource API that fleetops' table adapters take."""
-    from botocore.config import Config
+    from fleetops.aws.clients import CONFIG
 
-    return session().resource("dynamodb", config=Config(retries={"mode": "standard", "max_attempts": MAX_ATTEMPTS}))
+    return session().resource("dynamodb", config=CONFIG)
 
 
 def region() -> str | None:

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
 
 from fleetctl.context import Context
 from fleetctl.errors import ExitCode
@@ -103,6 +106,118 @@ def plan(args: argparse.Namespace, out: Output) -> int:
     report = core.plan(ctx.stack, ctx.fleet, args.endpoint, at)
     out.result(report, lambda: view.render(report))
     return ExitCode.OK
+
+
+def rollout(args: argparse.Namespace, out: Output) -> int:
+    from fleetctl import rollouts as core
+    from fleetctl.views import rollouts as view
+
+    ctx = Context(args)
+    action = args.rollout_action
+    if action == "status":
+        if args.rollout_id:
+            detail = core.detail(ctx.stack, args.rollout_id)
+            out.result(detail, lambda: view.render_detail(detail))
+        else:
+            listing = core.listing(ctx.stack)
+            out.result(listing, lambda: view.render_list(listing))
+        return ExitCode.OK
+    if action in ("approve", "reject"):
+        note = getattr(args, "reason", "") or ""
+        decision = core.decide(ctx.stack, args.rollout_id, action == "approve", ctx.identity(), note)
+        out.result(decision, lambda: view.render_decision(decision))
+        return ExitCode.OK
+    if action == "start":
+        started = core.start(ctx.stack, _request_file(args.file), ctx.identity())
+        if args.wait:
+            started = _follow_rollout(ctx, out, started.rollout_id, args.timeout)
+        out.result(started, lambda: view.progress_lines(started))
+        return _rollout_exit(started.status)
+    arn, request = core.abort(ctx.stack, args.rollout_id, args.reason, ctx.identity(), _wall_clock())
+    return _rollback_result(out, arn, request, args, aborted=args.rollout_id)
+
+
+def rollback(args: argparse.Namespace, out: Output) -> int:
+    from fleetctl import endpoints
+    from fleetctl import rollouts as core
+
+    ctx = Context(args)
+    endpoint = endpoints.choose(ctx.stack, args.endpoint)
+    arn, request = core.rollback(ctx.stack, endpoint, args.reason, ctx.identity(), args.target_config, _wall_clock())
+    return _rollback_result(out, arn, request, args, aborted=None)
+
+
+def _wall_clock() -> datetime:
+    from datetime import UTC
+
+    return datetime.now(UTC)
+
+
+def _request_file(path: str) -> dict[str, Any]:
+    import json
+    import sys
+
+    from fleetctl.errors import CliError
+
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        data = json.loads(text)
+    except OSError as exc:
+        raise CliError(ExitCode.USAGE, f"cannot read {path}: {exc.strerror}", "give the request file's path") from None
+    except ValueError as exc:
+        raise CliError(ExitCode.USAGE, f"{path} is not JSON: {exc}", "the request is one JSON object") from None
+    request = data.get("request", data) if isinstance(data, dict) else data  # events/rollout_validate.json works too
+    if not isinstance(request, dict):
+        raise CliError(ExitCode.USAGE, f"{path} holds {type(request).__name__}, not a JSON object", "see README")
+    return request
+
+
+def _rollout_exit(status: str) -> int:
+    return ExitCode.OK if status in ("RUNNING", "SUCCEEDED") else ExitCode.WORKFLOW_FAILED
+
+
+def _follow_rollout(ctx: Context, out: Output, rollout_id: str, timeout_s: float) -> Any:
+    """Follow a rollout until it ends or waits for a person."""
+    from fleetctl import rollouts as core
+    from fleetctl.rollout_progress import find
+    from fleetctl.stack import ROLLOUT_STATE_MACHINE
+
+    machine = ctx.stack.output(ROLLOUT_STATE_MACHINE)
+    with out.progress(f"rollout {rollout_id}: starting") as update:
+        return core.follow(
+            lambda: find(machine, rollout_id),
+            lambda p: (
+                f"rollout {rollout_id}: {p.state} (canary at {p.step_weight if p.step_weight is not None else 0}%)"
+            ),
+            lambda p: p.status != "RUNNING" or p.waiting_for_approval,
+            update,
+            timeout_s,
+            f"rollout {rollout_id}",
+            f"it goes on without you: fleetctl rollout status {rollout_id}",
+        )
+
+
+def _rollback_result(
+    out: Output, arn: str, request: dict[str, Any], args: argparse.Namespace, aborted: str | None
+) -> int:
+    from fleetctl import rollouts as core
+    from fleetctl.views import rollouts as view
+
+    if args.wait:
+        with out.progress(f"rollback {request['rollback_id']}: starting") as update:
+            run = core.follow(
+                lambda: core.rollback_run(arn, request, aborted),
+                lambda r: f"rollback {r.rollback_id}: {r.state}",
+                lambda r: r.status != "RUNNING",
+                update,
+                args.timeout,
+                f"rollback {request['rollback_id']}",
+                f"it goes on without you: fleetctl status {request['endpoint_name']}",
+            )
+    else:
+        run = core.rollback_run(arn, request, aborted)
+    out.result(run, lambda: view.render_rollback(run))
+    return _rollout_exit(run.status)
 
 
 def simulate(argv: Sequence[str]) -> int:

@@ -79,15 +79,28 @@ def _from_history(events: list[dict[str, Any]]) -> tuple[str | None, int | None,
     return state, weight, summary
 
 
+def newest_events(execution_arn: str, limit: int = 1000) -> list[dict[str, Any]]:
+    """The execution's history, newest first (the newest ``_HISTORY_PAGE`` where Step Functions reverses it).
+
+    The emulator ignores ``reverseOrder``; then every page is read (up to ``limit`` events) and sorted here.
+    """
+    sfn = awsclients.client("stepfunctions")
+    kwargs: dict[str, Any] = {"executionArn": execution_arn, "reverseOrder": True, "maxResults": _HISTORY_PAGE}
+    page = sfn.get_execution_history(**kwargs)
+    events: list[dict[str, Any]] = list(page["events"])
+    reversed_by_aws = len(events) < 2 or events[0]["id"] > events[-1]["id"]
+    while not reversed_by_aws and page.get("nextToken") and len(events) < limit:
+        page = sfn.get_execution_history(**kwargs, nextToken=page["nextToken"])
+        events += page["events"]
+    return sorted(events, key=lambda e: int(e["id"]), reverse=True)
+
+
 def progress(execution_arn: str, described: dict[str, Any] | None = None) -> RolloutProgress:
     """Describe one rollout execution and read its recent history."""
     sfn = awsclients.client("stepfunctions")
     described = described or sfn.describe_execution(executionArn=execution_arn)
     request = _json(described.get("input"))
-    events = sfn.get_execution_history(executionArn=execution_arn, reverseOrder=True, maxResults=_HISTORY_PAGE)[
-        "events"
-    ]
-    state, weight, summary = _from_history(events)
+    state, weight, summary = _from_history(newest_events(execution_arn))
     model = request.get("model") if isinstance(request.get("model"), dict) else {}
     return RolloutProgress(
         rollout_id=str(described.get("name") or execution_arn.rsplit(":", 1)[-1]),

@@ -16,18 +16,14 @@ from urllib.parse import parse_qs
 
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.event_handler import LambdaFunctionUrlResolver, Response
-from botocore.exceptions import ClientError
 
-from fleetops.aws import clients
-from fleetops.aws.retry import RetryPolicy, call_with_retry
 from fleetops.rollout.approval import ApprovalRefusedError
 from fleetops.rollout.approval_gate import DecideDeps, TaskGoneError, submit_decision
 from fleetops.rollout.approval_table import ApprovalTable
+from fleetops.rollout.task_callback import TaskCallback
 from fleetops.settings import CommonSettings
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
 logger = Logger()
@@ -41,29 +37,12 @@ class Settings(CommonSettings):
 
 # A wrong environment fails the cold start with a clear message, before any request.
 settings = Settings.from_env()
-_GONE = {"TaskTimedOut", "TaskDoesNotExist", "InvalidToken"}
-
-
-def _answer(call: Callable[..., object], **kwargs: str) -> None:
-    try:
-        call_with_retry(RetryPolicy(), call, **kwargs)
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") in _GONE:
-            raise TaskGoneError("the rollout no longer waits for this decision (timed out or stopped)") from None
-        raise
 
 
 @cache
 def dependencies() -> DecideDeps:
     """AWS adapters, built once per execution environment on its first decision (the page itself needs none)."""
-    sfn = clients.client("stepfunctions")
-    return DecideDeps(
-        store=ApprovalTable(settings.approval_table),
-        send_success=lambda token, output: _answer(sfn.send_task_success, taskToken=token, output=output),
-        send_failure=lambda token, error, cause: _answer(
-            sfn.send_task_failure, taskToken=token, error=error, cause=cause
-        ),
-    )
+    return TaskCallback().decide_deps(ApprovalTable(settings.approval_table))
 
 
 def _page(status: int, title: str, body: str) -> Response[str]:

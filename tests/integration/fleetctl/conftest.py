@@ -38,7 +38,11 @@ class Result:
     err: str
 
     def json(self) -> Any:
-        return json.loads(self.out)
+        """The command's JSON document. The workflows' handlers run in this process and their Powertools logs
+        (one JSON object per line) land on the same stdout; the command's own document is indented."""
+        lines = self.out.splitlines()
+        start = max(i for i, line in enumerate(lines) if line in ("{", "["))
+        return json.loads("\n".join(lines[start:]))
 
 
 @pytest.fixture

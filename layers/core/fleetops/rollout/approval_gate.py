@@ -107,12 +107,25 @@ def submit_decision(
     TaskGoneError
         The id was valid but the rollout no longer waits (raised by ``send_*``).
     """
-    record = deps.store.consume(approval_key(approval_id), decision, decided_by, now)
+    return decide(approval_key(approval_id), decision, decided_by, now, deps)
+
+
+def decide(
+    key: str, decision: Decision, decided_by: str, now: datetime, deps: DecideDeps, note: str = ""
+) -> DecisionResult:
+    """:func:`submit_decision` for a caller that found the pending approval by its table key, not by a link.
+
+    ``fleetctl rollout approve`` finds the approval a rollout waits at in the approval table (the link's id
+    exists only in the mail) and decides through the same single-use consume and the same SendTask call.
+    ``note`` (why) goes with a rejection's cause.
+    """
+    record = deps.store.consume(key, decision, decided_by, now)
     if decision == "approve":
         output: dict[str, Any] = {"approved": True, "approved_by": decided_by, "decided_at": now.isoformat()}
         deps.send_success(record.task_token, json.dumps(output))
     else:
-        deps.send_failure(record.task_token, REJECTED_ERROR, f"rejected by {decided_by} at {now.isoformat()}")
+        why = f": {note}" if note else ""
+        deps.send_failure(record.task_token, REJECTED_ERROR, f"rejected by {decided_by} at {now.isoformat()}{why}")
     return DecisionResult(
         rollout_id=record.rollout_id,
         endpoint_name=record.endpoint_name,
