@@ -119,17 +119,19 @@ def _add_calendar(sub: Subparsers, common: list[argparse.ArgumentParser]) -> Non
     cal.add_parser("list", help="every calendar entry and whether it is valid", parents=common)
     add = cal.add_parser(
         "add",
-        help="add a one-off release (validated as the reconciler validates it)",
+        help="add a one-off release, or any entry from a file (validated as the reconciler validates it)",
         parents=common,
-        description="Add a one-off release. The reconciler picks it up within a minute.",
+        description="Add a one-off release from the flags, or an entry of any kind (yearly, recurring, off_peak) "
+        "from --file. The reconciler picks it up within a minute.",
     )
-    add.add_argument("--name", required=True, help="e.g. 'One Piece ch. 1100'")
-    add.add_argument("--start", required=True, help="local wall-clock time in --timezone, e.g. 2026-12-04T20:00")
-    add.add_argument("--timezone", required=True, help="IANA zone, e.g. Asia/Tokyo")
-    length = add.add_mutually_exclusive_group(required=True)
+    add.add_argument("--file", help="one entry of any kind as YAML or JSON (README, release calendar); - reads stdin")
+    add.add_argument("--name", help="e.g. 'One Piece ch. 1100'")
+    add.add_argument("--start", help="local wall-clock time in --timezone, e.g. 2026-12-04T20:00")
+    add.add_argument("--timezone", help="IANA zone, e.g. Asia/Tokyo")
+    length = add.add_mutually_exclusive_group()
     length.add_argument("--duration", type=int, help="minutes")
     length.add_argument("--end", help="local end time, e.g. 2026-12-04T23:00")
-    add.add_argument("--multiplier", type=float, required=True, help="traffic relative to the baseline, e.g. 3")
+    add.add_argument("--multiplier", type=float, help="traffic relative to the baseline, e.g. 3")
     add.add_argument("--reason", default="", help="shown in plans, scheduled actions and the audit trail")
     add.add_argument("--endpoint", action="append", default=[], help="only this endpoint (repeat; default all)")
     add.add_argument("--id", dest="event_id", help="the row's key (default: derived from --name)")

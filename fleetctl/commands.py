@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetctl.context import Context
-from fleetctl.errors import ExitCode
+from fleetctl.errors import CliError, ExitCode
 from fleetctl.output import Output
 
 
@@ -66,20 +66,51 @@ def calendar(args: argparse.Namespace, out: Output) -> int:
     if args.calendar_action == "remove":
         change = core.remove(ctx.stack, ctx.fleet, args.event_id, ctx.now)
     else:
-        change = core.add(
-            ctx.stack,
-            ctx.fleet,
-            args.event_id or core.event_id_for(args.name),
-            _calendar_row(args),
-            args.replace,
-            ctx.now,
-        )
+        if args.file and any(getattr(args, flag) is not None for flag in (*_ONE_OFF_FLAGS, "duration", "end")):
+            raise CliError(ExitCode.USAGE, "--file holds the whole entry", "drop --name/--start/... or the file")
+        row = _calendar_file(args.file) if args.file else _calendar_row(args)
+        event_id = args.event_id or core.event_id_for(str(row.get("name") or row.get("event_id") or ""))
+        change = core.add(ctx.stack, ctx.fleet, event_id, row, args.replace, ctx.now)
     out.result(change, lambda: view.render_change(change))
     return ExitCode.OK
 
 
+_ONE_OFF_FLAGS = ("name", "start", "timezone", "multiplier")
+
+
+def _calendar_file(path: str) -> dict[str, Any]:
+    """One entry of any kind from a YAML or JSON file (``-``: stdin); the reconciler validates it next."""
+    import sys
+
+    import yaml
+
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        row = yaml.safe_load(text)
+    except (OSError, yaml.YAMLError) as exc:
+        raise CliError(
+            ExitCode.USAGE, f"--file: cannot read {path}: {exc}", "give a readable YAML or JSON file"
+        ) from exc
+    if not isinstance(row, dict):
+        raise CliError(
+            ExitCode.USAGE,
+            f"--file: {path} must hold one calendar entry (a mapping), got {type(row).__name__}",
+            "see the README's release calendar for each kind's fields",
+        )
+    return row
+
+
 def _calendar_row(args: argparse.Namespace) -> dict[str, object]:
     """The calendar-table row the flags describe (what an operator used to write as DynamoDB JSON)."""
+    missing = [f"--{flag}" for flag in _ONE_OFF_FLAGS if getattr(args, flag) is None]
+    if args.duration is None and args.end is None:
+        missing.append("--duration or --end")
+    if missing:
+        raise CliError(
+            ExitCode.USAGE,
+            f"calendar add: a one-off release needs {', '.join(missing)}",
+            "give them, or --file with an entry of any kind",
+        )
     row: dict[str, object] = {
         "name": args.name,
         "start": args.start,

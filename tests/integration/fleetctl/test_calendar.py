@@ -98,6 +98,44 @@ def test_end_before_start_is_refused(stack, cli) -> None:
     assert "end 2026-12-04T19:00:00 is not after start 2026-12-04T20:00:00" in refused.err
 
 
+def test_a_yearly_entry_from_a_file_is_validated_and_written(stack, cli, tmp_path) -> None:
+    spring = tmp_path / "spring.yaml"
+    spring.write_text(
+        "kind: yearly\nname: spring-anime-announcements\nmonth: 4\nday: 1\nlocal_time: '10:00'\nend: '14:00'\n"
+        "timezone: Asia/Tokyo\nmultiplier: 2\nreason: spring anime season announcements\n"
+    )
+
+    added = cli("calendar", "add", "--file", str(spring), "--json")
+
+    assert added.code == 0, added.err
+    document = added.json()
+    check_schema(document, "calendar_change")
+    assert (document["event_id"], document["entry"]["kind"]) == ("spring-anime-announcements", "yearly")
+    assert document["entry"]["next_start"] == "2027-04-01T01:00:00Z"  # 10:00 JST, the next 1 April after now
+    rows = CalendarTable(stack.outputs["CalendarTableName"]).rows_by_id()
+    assert rows["spring-anime-announcements"]["kind"] == "yearly"
+
+
+def test_add_from_a_bad_file_or_with_too_few_flags_says_what_is_missing(stack, cli, tmp_path) -> None:
+    # What the operator sees: the reconciler's own reason, the missing flags, or that the file is not an entry.
+    autumn = tmp_path / "autumn.yaml"
+    autumn.write_text("kind: seasonal\nname: autumn\n")
+    unknown = cli("calendar", "add", "--file", str(autumn))
+    assert unknown.code == ExitCode.USAGE
+    assert "unknown kind 'seasonal'; valid kinds:" in unknown.err
+
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- kind: yearly\n")
+    assert "must hold one calendar entry (a mapping), got list" in cli("calendar", "add", "--file", str(listed)).err
+
+    too_few = cli("calendar", "add", "--name", "One Piece ch. 1100", "--multiplier", "3")
+    assert too_few.code == ExitCode.USAGE
+    assert "a one-off release needs --start, --timezone, --duration or --end" in too_few.err
+    both = cli(*ONE_PIECE, "--file", str(autumn))
+    assert both.code == ExitCode.USAGE and "--file holds the whole entry" in both.err
+    assert CalendarTable(stack.outputs["CalendarTableName"]).rows_by_id() == {}
+
+
 def test_an_existing_id_needs_replace_and_remove_takes_it_out(stack, cli) -> None:
     assert cli(*ONE_PIECE).code == 0
     again = cli(*ONE_PIECE, "--multiplier", "4")
