@@ -17,8 +17,7 @@ def records(stack: Stack, endpoint_name: str, since: datetime | None = None) -> 
     from fleetops.aws.audit_table import AuditTable
 
     table = AuditTable(stack.output(AUDIT_TABLE), resource=awsclients.dynamodb_resource())
-    found = table.list(endpoint_name)
-    return [r for r in found if since is None or r.at >= since]
+    return table.list(endpoint_name, since)
 
 
 def write(stack: Stack, record: AuditRecord) -> AuditRecord:

@@ -37,5 +37,15 @@ class AuditRecord(BaseModel):
         """Give the record its sort key: time first (so records sort by time), then a unique suffix."""
         if self.record_id:
             return self
-        stamp = self.at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        return self.model_copy(update={"record_id": f"{stamp}#{uuid.uuid4().hex[:8]}"})
+        return self.model_copy(update={"record_id": f"{record_id_time(self.at)}#{uuid.uuid4().hex[:8]}"})
+
+
+def record_id_time(at: datetime) -> str:
+    """The time part of a record id: records sort by it, and a query from a time starts at it.
+
+    Examples
+    --------
+    >>> record_id_time(datetime(2026, 12, 4, 20, 0, tzinfo=UTC))
+    '2026-12-04T20:00:00.000000Z'
+    """
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

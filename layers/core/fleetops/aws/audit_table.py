@@ -7,11 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.conditions import Key
 
-from fleetops.audit import AuditRecord
+from fleetops.audit import AuditRecord, record_id_time
 from fleetops.aws import clients
 from fleetops.tables import AUDIT_PK, AUDIT_SK
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from mypy_boto3_dynamodb import DynamoDBServiceResource
 
 
@@ -32,10 +34,12 @@ class AuditTable:
         self._table.put_item(Item=item)
         return record
 
-    def list(self, endpoint_name: str) -> list[AuditRecord]:
-        """Every record of an endpoint, oldest first."""
+    def list(self, endpoint_name: str, since: datetime | None = None) -> list[AuditRecord]:
+        """Every record of an endpoint (at or after ``since``: read from there by the sort key), oldest first."""
         records: list[AuditRecord] = []
-        kwargs: dict[str, Any] = {"KeyConditionExpression": Key(AUDIT_PK).eq(endpoint_name)}
+        endpoint = Key(AUDIT_PK).eq(endpoint_name)
+        condition = endpoint if since is None else endpoint & Key(AUDIT_SK).gte(record_id_time(since))
+        kwargs: dict[str, Any] = {"KeyConditionExpression": condition}
         while True:
             page = self._table.query(**kwargs)
             for item in page["Items"]:
