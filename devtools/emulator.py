@@ -69,7 +69,9 @@ def moto_server() -> Iterator[MotoServer]:
     emulator = MotoServer(endpoint_url=f"http://127.0.0.1:{port}", port=port)
     os.environ["AWS_ENDPOINT_URL"] = emulator.endpoint_url
     try:
-        emulator.configure()
+        # moto keeps its emulated resources in this process, not in the server: a second server would see the
+        # first one's tables. Start each one empty, as a fresh process would.
+        emulator.reset()
         yield emulator
     finally:
         server.stop()
