@@ -148,12 +148,14 @@ def find(state_machine_arn: str, rollout_id: str) -> RolloutProgress:
     """The rollout named ``rollout_id`` (its execution name), or a not-found error listing recent ones."""
     from botocore.exceptions import ClientError
 
+    from fleetops.aws.retry import error_code
+
     sfn = awsclients.client("stepfunctions")
     arn = execution_arn(state_machine_arn, rollout_id)
     try:
         described = sfn.describe_execution(executionArn=arn)
     except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") not in ("ExecutionDoesNotExist", "InvalidArn"):
+        if error_code(exc) not in ("ExecutionDoesNotExist", "InvalidArn"):
             raise
         recent = [
             e["name"] for e in sfn.list_executions(stateMachineArn=state_machine_arn, maxResults=10)["executions"]

@@ -101,6 +101,7 @@ def start(stack: Stack, request: dict[str, Any], requested_by: str) -> RolloutPr
     """Validate the request as the workflow's first step will, then start the execution named after it."""
     from botocore.exceptions import ClientError
 
+    from fleetops.aws.retry import error_code
     from fleetops.rollout.plan import RolloutInputError, parse_request
 
     if request.get("requested_by") in (None, "", "unknown"):
@@ -119,7 +120,7 @@ def start(stack: Stack, request: dict[str, Any], requested_by: str) -> RolloutPr
             "executionArn"
         ]
     except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") != "ExecutionAlreadyExists":
+        if error_code(exc) != "ExecutionAlreadyExists":
             raise
         raise CliError(
             ExitCode.CONFLICT,
@@ -183,6 +184,7 @@ def decide(stack: Stack, rollout_id: str, approve: bool, decided_by: str, note: 
 def _start_rollback(stack: Stack, request: dict[str, Any]) -> str:
     from botocore.exceptions import ClientError
 
+    from fleetops.aws.retry import error_code
     from fleetops.rollout.rollback import RollbackRequest
 
     try:
@@ -196,7 +198,7 @@ def _start_rollback(stack: Stack, request: dict[str, Any]) -> str:
             _sfn().start_execution(stateMachineArn=machine, name=name, input=json.dumps(request))["executionArn"]
         )
     except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") != "ExecutionAlreadyExists":
+        if error_code(exc) != "ExecutionAlreadyExists":
             raise
         raise CliError(
             ExitCode.CONFLICT,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from botocore.exceptions import ClientError
 
 from fleetops.aws import clients
+from fleetops.aws.retry import error_code
 from fleetops.endpoint import LeaseInfo
 from fleetops.tables import (
     LEASE_EXECUTION_ARN,
@@ -115,7 +116,7 @@ class EndpointLease:
                 ExpressionAttributeValues={":now": {"N": str(now_s)}, ":holder": {"S": holder}},
             )
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == _CONDITION_FAILED:
+            if error_code(exc) == _CONDITION_FAILED:
                 return False
             raise
         return True
@@ -131,7 +132,7 @@ class EndpointLease:
                 ExpressionAttributeValues={":holder": {"S": holder}},
             )
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == _CONDITION_FAILED:
+            if error_code(exc) == _CONDITION_FAILED:
                 return False
             raise
         return True

@@ -9,6 +9,7 @@ from boto3.dynamodb.conditions import Attr
 from botocore.exceptions import ClientError
 
 from fleetops.aws import clients
+from fleetops.aws.retry import error_code
 from fleetops.rollout.approval import ApprovalRecord, Decision, check_usable
 
 if TYPE_CHECKING:
@@ -19,7 +20,7 @@ APPROVAL_PK = "approval_key"
 
 
 def _condition_failed(exc: ClientError) -> bool:
-    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+    return error_code(exc) == "ConditionalCheckFailedException"
 
 
 class ApprovalTable:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from fleetops.aws import clients
+from fleetops.aws.retry import error_code
 from fleetops.rollout.approval_gate import ApprovalStore, DecideDeps, TaskGoneError
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ class TaskCallback:
         try:
             call(**kwargs)
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in GONE_CODES:
+            if error_code(exc) in GONE_CODES:
                 raise TaskGoneError("the rollout no longer waits for this decision (timed out or stopped)") from None
             raise
 
