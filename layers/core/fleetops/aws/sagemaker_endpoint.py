@@ -25,10 +25,10 @@ class EndpointMissingError(LookupError):
     """The endpoint does not exist (SageMaker answers a ValidationException "Could not find endpoint")."""
 
 
-def read_endpoint(
-    endpoint_name: str, client: SageMakerClient | None = None, retry: RetryPolicy | None = None
-) -> EndpointSnapshot:
+def read_endpoint(endpoint_name: str, client: SageMakerClient | None = None) -> EndpointSnapshot:
     """Describe the endpoint and its current config: status, config name and every variant.
+
+    Reads are never refused as "in progress", so botocore's own retries are all they need.
 
     Examples
     --------
@@ -44,16 +44,13 @@ def read_endpoint(
                      instance_count=3, weight=1.0),)
     """
     sagemaker = client or clients.client("sagemaker")
-    policy = retry or RetryPolicy()
     try:
-        endpoint = call_with_retry(policy, sagemaker.describe_endpoint, EndpointName=endpoint_name)
+        endpoint = sagemaker.describe_endpoint(EndpointName=endpoint_name)
     except Exception as exc:
         if error_code(exc) == "ValidationException" and "Could not find" in str(exc):
             raise EndpointMissingError(f"endpoint {endpoint_name!r} does not exist") from None
         raise
-    config = call_with_retry(
-        policy, sagemaker.describe_endpoint_config, EndpointConfigName=endpoint["EndpointConfigName"]
-    )
+    config = sagemaker.describe_endpoint_config(EndpointConfigName=endpoint["EndpointConfigName"])
     described: dict[str, Any] = {v["VariantName"]: dict(v) for v in config["ProductionVariants"]}
     variants = []
     for live in endpoint.get("ProductionVariants", []):
@@ -176,7 +173,7 @@ class VariantWeights:
         self._retry = retry or RetryPolicy()
 
     def weights(self, endpoint_name: str) -> dict[str, float]:
-        described = call_with_retry(self._retry, self._client.describe_endpoint, EndpointName=endpoint_name)
+        described = self._client.describe_endpoint(EndpointName=endpoint_name)
         return {
             v["VariantName"]: float(v.get("CurrentWeight", v.get("DesiredWeight", 0.0)))
             for v in described.get("ProductionVariants", [])
