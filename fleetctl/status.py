@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel
 
-from fleetctl import audit_trail, awsclients, endpoints, timefmt
+from fleetctl import audit_trail, awsclients, endpoints
 from fleetctl.rollout_progress import RolloutProgress, running
 from fleetctl.stack import ALARM_PREFIX, KILL_SWITCH, LEASE_TABLE, MODEL_POINTER_PREFIX, ROLLOUT_STATE_MACHINE, Stack
 
@@ -125,7 +125,7 @@ def upcoming_actions(
     found = []
     for variant in variants:
         for action in autoscaling.list_scheduled_actions(endpoint_name, variant, prefix=""):
-            at = timefmt.scheduled_time(action.schedule, action.timezone)
+            at = action.runs_at()
             if at is not None and at < now:
                 continue
             found.append(

@@ -13,7 +13,6 @@ from fleetctl.errors import CliError, ExitCode
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-_AT = re.compile(r"^at\((?P<local>[^)]+)\)$")
 
 
 def zone(name: str, flag: str = "--timezone") -> ZoneInfo:
@@ -79,27 +78,6 @@ def parse_since(text: str, tz: ZoneInfo, now: datetime) -> datetime:
             f"--since: cannot read {text!r}",
             "give a duration (30m, 6h, 2d, 1w) or a time (2026-12-04T20:00, read in --timezone)",
         ) from None
-
-
-def scheduled_time(schedule: str, timezone: str) -> datetime | None:
-    """When an ``at(...)`` scheduled action runs, in UTC; ``None`` for ``cron``/``rate`` schedules.
-
-    Examples
-    --------
-    >>> scheduled_time("at(2026-12-04T19:00:00)", "Asia/Tokyo").isoformat()
-    '2026-12-04T10:00:00+00:00'
-    >>> scheduled_time("cron(0 18 ? * MON *)", "UTC") is None
-    True
-    """
-    match = _AT.match(schedule.strip())
-    if not match:
-        return None
-    try:
-        local = datetime.fromisoformat(match.group("local"))
-        tz = ZoneInfo(timezone or "UTC")
-    except (ValueError, ZoneInfoNotFoundError):
-        return None
-    return (local if local.tzinfo else local.replace(tzinfo=tz)).astimezone(UTC)
 
 
 def utc(value: datetime) -> str:

@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from devtools.alarm_evaluator import alarm_state
 from fleetops.audit import AuditRecord
@@ -112,16 +111,14 @@ class SimulatedAutoScaling(AutoScaling):
 
     def fire_due(self, at: datetime) -> None:
         """Run every one-time action whose time has come, in time order, as Application Auto Scaling does."""
-        due = [(when(a), a) for name, a in self.actions.items() if name not in self.fired and when(a) <= at]
+        due = [
+            (when, a)
+            for name, a in self.actions.items()
+            if name not in self.fired and (when := a.runs_at()) is not None and when <= at
+        ]
         for _, action in sorted(due, key=lambda pair: pair[0]):
             self.scaler.set_range(action.min_capacity, action.max_capacity)
             self.fired.add(action.name)
-
-
-def when(action: ScheduledAction) -> datetime:
-    """The UTC time of an ``at(yyyy-mm-ddThh:mm:ss)`` schedule in the action's time zone."""
-    local = datetime.fromisoformat(action.schedule.removeprefix("at(").removesuffix(")"))
-    return local.replace(tzinfo=ZoneInfo(action.timezone))
 
 
 class _Rows(CalendarTable):

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import re
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from fleetops.config import VariantConfig
 from fleetops.validation import StrictModel
@@ -22,6 +25,20 @@ def instances_for(variant: VariantConfig, multiplier: float) -> int:
     return max(variant.floor, min(variant.cap, need))
 
 
+_AT = re.compile(r"^at\((?P<local>[^)]+)\)$")
+
+
+def at_schedule(local: datetime) -> str:
+    """The ``at(...)`` expression Application Auto Scaling runs once, at ``local``'s wall-clock time in its zone.
+
+    Examples
+    --------
+    >>> at_schedule(datetime(2026, 12, 4, 19, 0))
+    'at(2026-12-04T19:00:00)'
+    """
+    return f"at({local:%Y-%m-%dT%H:%M:%S})"
+
+
 class ScalableTarget(StrictModel):
     """A variant's Application Auto Scaling bounds."""
 
@@ -39,3 +56,25 @@ class ScheduledAction(StrictModel):
     timezone: str
     min_capacity: int
     max_capacity: int
+
+    def runs_at(self) -> datetime | None:
+        """When an ``at(...)`` schedule runs, in UTC; ``None`` for ``cron``/``rate`` or an unreadable one.
+
+        Examples
+        --------
+        >>> action = ScheduledAction(name="a", endpoint_name="e", variant_name="v", schedule="at(2026-12-04T19:00:00)",
+        ...                          timezone="Asia/Tokyo", min_capacity=8, max_capacity=12)
+        >>> action.runs_at().isoformat()
+        '2026-12-04T10:00:00+00:00'
+        >>> action.model_copy(update={"schedule": "cron(0 18 ? * MON *)"}).runs_at() is None
+        True
+        """
+        match = _AT.match(self.schedule.strip())
+        if not match:
+            return None
+        try:
+            local = datetime.fromisoformat(match.group("local"))
+            zone = ZoneInfo(self.timezone or "UTC")
+        except (ValueError, ZoneInfoNotFoundError):
+            return None
+        return (local if local.tzinfo else local.replace(tzinfo=zone)).astimezone(UTC)

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from fleetops.calendar import Occurrence
-from fleetops.capacity import ScheduledAction, instances_for
+from fleetops.capacity import ScheduledAction, at_schedule, instances_for
 from fleetops.config import PrescaleSettings, VariantConfig
 from fleetops.prescale.models import ACTION_PREFIX, Change, Step
 
@@ -92,7 +92,7 @@ def scheduled_actions(endpoint_name: str, variant: VariantConfig, steps: list[St
                 name=action_name(endpoint_name, variant.name, step.at),
                 endpoint_name=endpoint_name,
                 variant_name=variant.name,
-                schedule=f"at({local:%Y-%m-%dT%H:%M:%S})",
+                schedule=at_schedule(local),
                 timezone=step.timezone,
                 min_capacity=step.min_capacity,
                 max_capacity=max(variant.cap, step.min_capacity),
