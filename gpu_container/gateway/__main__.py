@@ -161,6 +161,7 @@ def build_gateway(env: Environment, config: GatewayConfig) -> Gateway:
         metrics=metrics,
         containment=config.containment,
         backend_version=env.model_version,
+        limits=config.limits,
         fallback_model=fallback,
     )
     gateway = Gateway(

@@ -1,4 +1,4 @@
-"""The HTTP surface on :8080: ``/ping``, ``/invocations``, ``/v1/*`` pass-through, and the drain.
+"""The HTTP surface on :8080: ``/ping``, ``/invocations``, two OpenAI routes, and the drain.
 
 ``/ping`` never touches the engine: it reads flags the supervisor and warm-up keep up to date, so it
 answers in well under a millisecond (SageMaker allows 2 s).
@@ -22,7 +22,7 @@ from gateway.errors import ErrorCode, GatewayError
 from gateway.openai_wire import error_response
 from gateway.relay import RelayResponse
 from gateway.supervisor import EngineState
-from gateway.upstream import Upstream, UpstreamError, UpstreamResponse
+from gateway.upstream import Upstream, UpstreamError
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -34,8 +34,6 @@ if TYPE_CHECKING:
     from gateway.supervisor import Engine
 
 logger = logging.getLogger(__name__)
-
-_HOP_HEADERS = {"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding"}
 
 
 @dataclass
@@ -110,13 +108,17 @@ class Gateway:
         started = time.perf_counter()
         return await self._serve(request, lambda body: self.service.invoke(body, started))
 
-    async def passthrough(self, request: Request) -> Response:
-        """``/v1/*`` straight to vLLM (OpenAI clients), streamed both ways without re-parsing."""
+    async def models(self, request: Request) -> Response:
+        """``GET /v1/models`` for OpenAI clients: the engine's list, from a fixed engine path."""
         if not self.state.draining and not self.engine.available:  # draining answers first, in _serve
             return self._refuse(
                 GatewayError(ErrorCode.ENGINE_UNAVAILABLE, f"the engine is {self.engine.state}; retry shortly")
             )
-        return await self._serve(request, lambda body: self._forward(request, body))
+        return await self._serve(request, self._models)
+
+    async def not_found(self, request: Request, exc: Exception) -> Response:
+        """Every other path, ``/v1/..`` and encoded forms included: answered here, never sent to the engine."""
+        return self._refuse(GatewayError(ErrorCode.NOT_FOUND, f"no such route: {request.method} {request.url.path}"))
 
     async def _serve(self, request: Request, answer: Callable[[bytes], Awaitable[Response]]) -> Response:
         """Refuse new work while draining; otherwise read the body and count the request in flight
@@ -151,18 +153,18 @@ class Gateway:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def _forward(self, request: Request, body: bytes) -> Response:
-        url = f"{self.engine.base_url}{request.url.path}"
-        if request.url.query:
-            url += f"?{request.url.query}"
-        headers = {k: v for k, v in request.headers.items() if k.lower() in ("content-type", "accept")}
+    async def _models(self, body: bytes) -> Response:
+        url = f"{self.engine.base_url}/v1/models"  # never built from the client's path
         try:
-            response = await self.upstream.request(request.method, url, body or None, headers, None)
-        except UpstreamError as exc:
+            response = await self.upstream.request(
+                "GET", url, None, {"accept": "application/json"}, self.config.containment.request_deadline_s
+            )
+            content = await response.read()
+        except (TimeoutError, *UpstreamError):
             self.engine.report_failure()
-            return self._refuse(GatewayError(ErrorCode.ENGINE_UNAVAILABLE, repr(exc)))
-        out_headers = {k: v for k, v in response.headers.items() if k.lower() not in _HOP_HEADERS}
-        return RelayResponse(_raw(response), response.status, out_headers)
+            # No exception text: it names the engine's internal address.
+            return self._refuse(GatewayError(ErrorCode.ENGINE_UNAVAILABLE))
+        return Response(content, response.status, media_type="application/json")
 
     def _refuse(self, error: GatewayError) -> Response:
         return error_response(error, self.service.metrics)
@@ -178,9 +180,12 @@ class Gateway:
         routes = [
             Route("/ping", self.ping, methods=["GET"]),
             Route("/invocations", self.invocations, methods=["POST"]),
-            Route("/v1/{path:path}", self.passthrough, methods=["GET", "POST"]),
+            # The OpenAI routes this image serves, as exact paths: chat completions is /invocations itself
+            # (same allow-list, budget and deadline); nothing else of the engine is reachable.
+            Route("/v1/chat/completions", self.invocations, methods=["POST"]),
+            Route("/v1/models", self.models, methods=["GET"]),
         ]
-        return Starlette(routes=routes, lifespan=self._lifespan)
+        return Starlette(routes=routes, lifespan=self._lifespan, exception_handlers={404: self.not_found})
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -198,13 +203,3 @@ class Gateway:
             await self.upstream.stop()
             await self.client.aclose()
             logger.info("stopped")
-
-
-async def _raw(response: UpstreamResponse) -> AsyncIterator[bytes]:
-    try:
-        async for chunk in response.chunks():
-            yield chunk
-    except UpstreamError:
-        return  # engine gone mid-stream: end the body; the client sees the stream cut
-    finally:
-        response.close()

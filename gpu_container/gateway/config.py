@@ -129,7 +129,22 @@ class DrainConfig(StrictModel):
 
 class ServerConfig(StrictModel):
     port: int = Field(default=8080, gt=0, lt=65536)
-    max_body_bytes: int = Field(default=6 * 1024 * 1024, gt=0)
+    # Read in chunks and refused at this size before any parsing: a chat request needs far less.
+    max_body_bytes: int = Field(default=1024 * 1024, gt=0, le=6 * 1024 * 1024)  # InvokeEndpoint's 6 MB at most
+
+
+class RequestLimits(StrictModel):
+    """Caps on the sampling fields a request may set (the answer length is ``budget.max_tokens_limit``).
+
+    Each is work the budget does not see: ``n`` choices are ``n`` generations, ``min_tokens`` keeps a
+    slot busy past the end of the answer, log-probabilities and stop sequences cost per generated token.
+    """
+
+    n: int = Field(default=1, ge=1)
+    top_logprobs: int = Field(default=5, ge=0, le=20)
+    min_tokens: int = Field(default=128, ge=0)
+    stop_sequences: int = Field(default=4, ge=0)
+    stop_sequence_chars: int = Field(default=64, ge=1)
 
 
 class GatewayConfig(StrictModel):
@@ -149,6 +164,7 @@ class GatewayConfig(StrictModel):
     supervisor: SupervisorConfig = SupervisorConfig()
     drain: DrainConfig = DrainConfig()
     server: ServerConfig = ServerConfig()
+    limits: RequestLimits = RequestLimits()
 
     @model_validator(mode="before")
     @classmethod

@@ -43,6 +43,8 @@ class ErrorCode(StrEnum):
     # Bad input, answered before the engine is touched.
     INVALID_JSON = "invalid_json", 400, "request body is not valid JSON", MetricName.CLIENT_ERRORS
     INVALID_REQUEST = "invalid_request", 400, "invalid request", MetricName.CLIENT_ERRORS
+    UNSUPPORTED_FIELD = "unsupported_field", 400, "a field the gateway does not accept", MetricName.CLIENT_ERRORS
+    OVER_LIMIT = "over_limit", 400, "a field is beyond its limit", MetricName.CLIENT_ERRORS
     NO_QUESTION = (
         "no_question",
         400,
@@ -54,9 +56,10 @@ class ErrorCode(StrEnum):
     PROMPT_TOO_LARGE = "prompt_too_large", 400, "the prompt does not fit max_model_len", MetricName.CLIENT_ERRORS
     UNKNOWN_ADAPTER = "unknown_adapter", 400, "unknown adapter", MetricName.CLIENT_ERRORS
     PAYLOAD_TOO_LARGE = "payload_too_large", 413, "request body over the size limit", MetricName.CLIENT_ERRORS
+    NOT_FOUND = "not_found", 404, "no such route", MetricName.CLIENT_ERRORS
     # The instance cannot take the work; not counted: SageMaker retries elsewhere and /ping already says so.
     DRAINING = "draining", 503, "this instance is shutting down", None
-    # Only ``/v1/*`` pass-through answers this (``/invocations`` falls back instead), and that traffic is uncounted.
+    # Only ``GET /v1/models`` answers this (invocations fall back instead), and that traffic is uncounted.
     ENGINE_UNAVAILABLE = "engine_unavailable", 503, "the engine is not available; retry shortly", None
     DEADLINE_EXCEEDED = (
         "deadline_exceeded",

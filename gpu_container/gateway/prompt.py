@@ -152,11 +152,13 @@ class PromptBuilder:
         True
         """
         budget, counter = self.budget, self.counter
-        max_tokens = request.max_tokens or budget.default_max_tokens
+        field, asked = request.answer_tokens  # max_tokens or max_completion_tokens: one cap for both names
+        max_tokens = asked or budget.default_max_tokens
         if max_tokens > budget.max_tokens_limit:
             raise GatewayError(
                 ErrorCode.MAX_TOKENS_TOO_LARGE,
-                f"max_tokens {max_tokens} is beyond the budget: at most {budget.max_tokens_limit}",
+                f"{field} {max_tokens} is beyond the budget: at most {budget.max_tokens_limit}",
+                field=field,
                 limit=budget.max_tokens_limit,
             )
         conversation = [*request.history, *request.messages]

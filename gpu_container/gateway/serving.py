@@ -18,6 +18,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -25,8 +26,9 @@ from starlette.responses import JSONResponse, Response
 
 from fleetops.metrics import MetricName
 from gateway import openai_wire as wire
+from gateway.config import RequestLimits
 from gateway.errors import ErrorCode, FallbackReason, GatewayError, count_error
-from gateway.protocol import InvocationRequest, parse_invocation
+from gateway.protocol import InvocationRequest, check_limits, parse_invocation
 from gateway.relay import RelayResponse
 from gateway.upstream import UpstreamError, UpstreamResponse
 
@@ -42,6 +44,9 @@ if TYPE_CHECKING:
 FallbackModel = Callable[[list[dict[str, str]], int], Awaitable[str]]
 
 _JSON = {"content-type": "application/json"}
+
+#: Threads that parse and tokenise requests; the tokenizer releases the GIL, so they run beside the loop.
+PREPARE_THREADS = 4
 
 
 class _Call(NamedTuple):
@@ -72,6 +77,7 @@ class InvocationService:
         metrics: GatewayMetrics,
         containment: ContainmentConfig,
         backend_version: str,
+        limits: RequestLimits | None = None,
         fallback_model: FallbackModel | None = None,
     ) -> None:
         self.builder = builder
@@ -82,14 +88,18 @@ class InvocationService:
         self.containment = containment
         self.backend_version = backend_version
         self.fallback_model = fallback_model
+        self.limits = limits or RequestLimits()
+        # Its own few threads: a burst of long prompts must not take the loop's default executor.
+        self._prepare_pool = ThreadPoolExecutor(max_workers=PREPARE_THREADS, thread_name_prefix="prepare")
 
     async def invoke(self, raw: bytes, started: float) -> Response:
         """Answer one invocation (``started`` is ``time.perf_counter()`` at arrival)."""
         self.metrics.increment(MetricName.REQUESTS)
         try:
-            request = parse_invocation(raw)
-            adapter = self.router.resolve(request)
-            built = self.builder.build(request)
+            # Off the event loop: a long prompt takes the tokenizer a while, and /ping (2 s) and the
+            # streams in flight must not wait for it.
+            loop = asyncio.get_running_loop()
+            request, adapter, built = await loop.run_in_executor(self._prepare_pool, self._prepare, raw)
         except GatewayError as exc:
             return wire.error_response(exc, self.metrics)
         if built.trimmed:
@@ -99,6 +109,12 @@ class InvocationService:
         deadline = started + self.containment.request_deadline_s
         call = _Call(request, adapter, built, headers, started, deadline)
         return await (self._stream(call) if request.stream else self._plain(call))
+
+    def _prepare(self, raw: bytes) -> tuple[InvocationRequest, str, BuiltPrompt]:
+        """Parse, check the limits, route and fit the budget (runs in :attr:`_prepare_pool`)."""
+        request = parse_invocation(raw)
+        check_limits(request, self.limits)
+        return request, self.router.resolve(request), self.builder.build(request)
 
     # ---------------------------------------------------------------- the engine call
     async def _open(self, call: _Call) -> UpstreamResponse | Response:
