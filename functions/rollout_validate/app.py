@@ -12,11 +12,14 @@ from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Tracer
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from fleetops.aws import clients
 from fleetops.aws.sagemaker_endpoint import read_endpoint
 from fleetops.aws.switches import KillSwitch
+from fleetops.config import load_fleet_config
+from fleetops.rollout.checks import CANARY_CHECKS, load_canary_checks
+from fleetops.rollout.guardrails import StackLimits
 from fleetops.rollout.model_pointer import ModelPointerStore
 from fleetops.rollout.prepare import PrepareDeps, prepare_rollout
 from fleetops.settings import CommonSettings
@@ -31,6 +34,11 @@ tracer = Tracer()
 class Settings(CommonSettings):
     model_pointer_prefix: str
     max_num_seqs: int | None = None  # the stack's MaxNumSeqs, written onto every model as SM_VLLM_MAX_NUM_SEQS
+    # The closed deploy payload: every model gets this role, an image of this repository, weights from this bucket.
+    model_execution_role_arn: str = Field(min_length=1)
+    model_image_repository: str = Field(min_length=1)
+    model_artifact_bucket: str = Field(min_length=1)
+    canary_checks_path: str = ""  # the canary analysis's CANARY_CHECKS_PATH: the limits a request may only tighten
 
 
 class Event(BaseModel):
@@ -40,6 +48,8 @@ class Event(BaseModel):
 
 # A wrong environment fails the cold start with a clear message, before any event.
 settings = Settings.from_env()
+fleet = load_fleet_config(settings.fleet_config_path)
+checks = load_canary_checks(settings.canary_checks_path or CANARY_CHECKS)
 
 
 @cache
@@ -50,6 +60,14 @@ def dependencies() -> PrepareDeps:
         read_pointer=ModelPointerStore().get,
         kill_switch_engaged=KillSwitch(settings.kill_switch_parameter).engaged,
         pointer_prefix=settings.model_pointer_prefix,
+        fleet=fleet,
+        checks=checks,
+        stack=StackLimits(
+            execution_role_arn=settings.model_execution_role_arn,
+            image_repository=settings.model_image_repository,
+            artifact_bucket=settings.model_artifact_bucket,
+            environment_name=settings.environment_name,
+        ),
         dry_run=settings.dry_run,
         max_num_seqs=settings.max_num_seqs,
     )

@@ -61,6 +61,39 @@ class PrescaleSettings(StrictModel):
     planning_horizon_hours: int = Field(default=168, ge=1, le=24 * 14)
 
 
+class RolloutFloors(StrictModel):
+    """What every rollout on an endpoint of one environment must at least do; a request may only be stricter.
+
+    The defaults are the strict ones, so an environment ``rollout_policy`` does not list fails closed.
+    """
+
+    approval_steps: tuple[int, ...] = Field(
+        default=(100,), description="step weights a person must approve (100: the promotion)"
+    )
+    min_bake_seconds: int = Field(default=600, ge=0, description="no step bakes shorter")
+    max_bake_seconds: int = Field(default=6 * 3600, ge=1, description="no step bakes longer (bounds the lease)")
+    max_approval_timeout_seconds: int = Field(default=3 * 24 * 3600, ge=1)
+    max_approval_heartbeat_seconds: int = Field(default=24 * 3600, ge=1)
+    max_extensions: int = Field(default=3, ge=0, le=10, description="extra bakes on an inconclusive verdict")
+    network_isolation: bool = Field(
+        default=True, description="CreateModel's EnableNetworkIsolation: the container reaches no network"
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RolloutFloors:
+        problems = []
+        if self.min_bake_seconds > self.max_bake_seconds:
+            problems.append(f"min_bake_seconds {self.min_bake_seconds} is above max_bake_seconds")
+        if self.max_approval_heartbeat_seconds > self.max_approval_timeout_seconds:
+            problems.append("max_approval_heartbeat_seconds is above max_approval_timeout_seconds")
+        bad = [w for w in self.approval_steps if not 0 < w <= 100]
+        if bad:
+            problems.append(f"approval_steps must be step weights in 1..100, got {bad}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
 class FleetConfig(StrictModel):
     """The fleet section of ``fleet.yaml`` plus the raw, not-yet-validated calendar entries."""
 
@@ -69,6 +102,13 @@ class FleetConfig(StrictModel):
     endpoints: tuple[EndpointConfig, ...] = Field(min_length=1)
     recurring: tuple[dict[str, Any], ...] = ()
     off_peak: tuple[dict[str, Any], ...] = ()
+    rollout_policy: dict[Literal["dev", "prod"], RolloutFloors] = Field(
+        default_factory=dict, description="per environment; an environment not listed gets the strict defaults"
+    )
+
+    def rollout_floors(self, environment: Literal["dev", "prod"]) -> RolloutFloors:
+        """The floors for rollouts on an endpoint of ``environment``."""
+        return self.rollout_policy.get(environment) or RolloutFloors()
 
     def endpoint(self, name: str) -> EndpointConfig | None:
         return next((e for e in self.endpoints if e.name == name), None)

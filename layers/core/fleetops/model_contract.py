@@ -41,6 +41,73 @@ ENGINE_KNOB_PREFIX = "SM_VLLM_"
 #: Variables the contract owns: a rollout request may not set them through its free-form ``environment``.
 OWNED = (ENDPOINT_NAME, VARIANT_NAME, MODEL_VERSION, LORA_MODULES)
 
+#: The only variables a rollout request's ``model.environment`` may set, each with why it is safe. The engine
+#: and the gateway inherit the whole environment, so anything else could open engine routes or load code.
+ALLOWED_ENVIRONMENT: dict[str, str] = {
+    "METRICS_INTERVAL_S": "how often the gateway publishes its metrics; changes no route and no limit",
+    "BEDROCK_FALLBACK_MODEL_ID": "answer from this Bedrock model when the engine cannot; needs network access",
+    "VLLM_LOGGING_LEVEL": "the engine's log level; changes what is logged, not what is served",
+    "VLLM_NO_USAGE_STATS": "switches the engine's usage reporting off (it only ever removes a network call)",
+    "VLLM_DO_NOT_TRACK": "the same, under the name vLLM also reads",
+}
+
+#: Variables refused by name, with what they would do, so that the refusal explains itself.
+REFUSED_ENVIRONMENT: dict[str, str] = {
+    "VLLM_SERVER_DEV_MODE": "opens the engine's development routes (reset caches, sleep, collective RPC)",
+    "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "opens routes that load and unload LoRA adapters from any path at runtime",
+    "VLLM_PLUGINS": "loads Python plugins into the engine",
+    "VLLM_ALLOW_INSECURE_SERIALIZATION": "lets the engine unpickle messages (code execution)",
+    "VLLM_ALLOW_LONG_MAX_MODEL_LEN": "lets max_model_len exceed the model's own, past what the budget assumes",
+    "VLLM_USE_MODELSCOPE": "fetches models from ModelScope instead of the model artifact",
+    "VLLM_LORA_RESOLVER_CACHE_DIR": "lets the engine resolve and load adapters by name at request time",
+    "VLLM_LORA_RESOLVER_HF_REPO_LIST": "lets the engine download adapters from the Hugging Face Hub",
+    "VLLM_API_KEY": "puts the engine behind a key the gateway does not send",
+    "VLLM_HOST_IP": "moves the engine's listening address",
+    "VLLM_PORT": "moves the engine's port away from the gateway's",
+    "VLLM_RPC_BASE_PATH": "moves the engine's internal sockets",
+    "VLLM_CONFIG_ROOT": "reads engine configuration from another folder",
+    "VLLM_CACHE_ROOT": "reads compiled kernels and caches from another folder",
+    "VLLM_LOGGING_CONFIG_PATH": "loads a logging configuration that can name handler classes to import",
+    "VLLM_MODEL_REDIRECT_PATH": "serves another model than the artifact",
+    "VLLM_DEBUG_LOG_API_SERVER_RESPONSE": "logs every answer (user data in the logs)",
+    "GATEWAY_CONFIG": "replaces the gateway's configuration, its budget and limits included",
+    "ENGINE_URL": "points the gateway at another engine than the one it starts",
+    "BIND_HOST": "moves the gateway's listening address",
+    "PORT": "moves the gateway's port; SageMaker sets SAGEMAKER_BIND_TO_PORT itself",
+    "SAGEMAKER_BIND_TO_PORT": "set by SageMaker, never by a request",
+    "ENGINE_PORT": "moves the engine's port",
+    "MODEL_DIR": "serves another folder than the model artifact SageMaker mounts",
+    "ADAPTERS_DIR": "serves adapters from another folder than the model artifact's",
+    "PYTHONPATH": "imports code from another folder",
+    "PYTHONSTARTUP": "runs a script at interpreter start",
+    "LD_PRELOAD": "loads a shared library into every process",
+    "LD_LIBRARY_PATH": "loads shared libraries from another folder",
+    "HF_TOKEN": "a credential, which does not belong in a model's environment",
+}
+
+
+def environment_problems(env: Mapping[str, str]) -> list[str]:
+    """Each variable of a request's ``model.environment`` that is not on :data:`ALLOWED_ENVIRONMENT`.
+
+    Examples
+    --------
+    >>> environment_problems({"VLLM_LOGGING_LEVEL": "INFO"})
+    []
+    >>> for problem in environment_problems({"VLLM_SERVER_DEV_MODE": "1", "FOO": "x"}):
+    ...     print(problem[:60])
+    environment FOO is not allowed (allowed: BEDROCK_FALLBACK_MO
+    environment VLLM_SERVER_DEV_MODE is refused: opens the engin
+    """
+    allowed = ", ".join(sorted(ALLOWED_ENVIRONMENT))
+    problems = []
+    for name in sorted(env):
+        if name in REFUSED_ENVIRONMENT:
+            problems.append(f"environment {name} is refused: {REFUSED_ENVIRONMENT[name]}")
+        elif name not in ALLOWED_ENVIRONMENT:
+            problems.append(f"environment {name} is not allowed (allowed: {allowed})")
+    return problems
+
+
 _ADAPTER_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _SAGEMAKER_NAME = r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$"
 

@@ -15,7 +15,14 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from fleetops.endpoint import EndpointSnapshot, VariantSnapshot
-from fleetops.model_contract import ENGINE_KNOB_PREFIX, OWNED, EngineKnobs, ModelContract, adapter_problems
+from fleetops.model_contract import (
+    ENGINE_KNOB_PREFIX,
+    OWNED,
+    EngineKnobs,
+    ModelContract,
+    adapter_problems,
+    environment_problems,
+)
 from fleetops.rollout.checks import Thresholds
 from fleetops.tables import REGISTRY_PK, REGISTRY_SK
 from fleetops.validation import StrictModel, problems
@@ -27,6 +34,10 @@ _MAX_NAME = 63
 #: The rollout's lease holder is this prefix + the rollout id; a rollback may take such a lease over.
 ROLLOUT_LEASE_PREFIX = "canary_rollout/"
 _SUFFIXES = ("-model", "-final-model", "-canary", "-final")
+#: Who asked: an IAM principal's ARN (user, role, assumed role, federated user or root), as a signed caller has.
+PRINCIPAL_ARN = r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(root|[a-z-]+/[\w+=,.@/-]+)$"
+#: What ``requested_by`` says on a dry run that did not name anyone; any other run must name its principal.
+UNKNOWN_REQUESTER = "unknown"
 
 
 class RolloutInputError(ValueError):
@@ -50,7 +61,11 @@ class ModelSpec(StrictModel):
         description="LoRA adapter name -> folder inside the model artifact (LORA_MODULES); None: the image's default",
     )
     engine: EngineKnobs = Field(default_factory=EngineKnobs, description="vLLM engine knobs (SM_VLLM_*)")
-    execution_role_arn: str = Field(pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+")
+    execution_role_arn: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+",
+        description="None: the stack's model execution role; any other role is refused at Validate",
+    )
 
     @field_validator("environment")
     @classmethod
@@ -68,6 +83,8 @@ class ModelSpec(StrictModel):
                 f"environment sets {owned}, which the rollout writes itself: use model.version, model.adapters "
                 "and model.engine"
             )
+        else:
+            problems += environment_problems(env)
         if problems:
             raise ValueError("; ".join(problems))
         return env
@@ -123,9 +140,9 @@ class ApprovalSettings(StrictModel):
 class InServiceSettings(StrictModel):
     """Bounded polling with backoff while SageMaker applies a change."""
 
-    first_wait_seconds: int = Field(default=30, ge=1)
-    max_wait_seconds: int = Field(default=120, ge=1)
-    timeout_seconds: int = Field(default=3600, ge=1)
+    first_wait_seconds: int = Field(default=30, ge=1, le=600)
+    max_wait_seconds: int = Field(default=120, ge=1, le=600)
+    timeout_seconds: int = Field(default=3600, ge=1, le=3 * 3600, description="bounds the lease with the rest")
 
     def waits(self) -> list[int]:
         """Pauses between DescribeEndpoint calls: doubling, capped, summing to at least the timeout.
@@ -157,7 +174,9 @@ class RolloutRequest(StrictModel):
     thresholds: Thresholds = Thresholds()  # overrides of the limits in fleet_config/canary_checks.yaml
     in_service: InServiceSettings = InServiceSettings()
     max_extensions: int = Field(default=2, ge=0, le=10, description="extra bakes allowed on an inconclusive verdict")
-    requested_by: str = Field(default="unknown", max_length=256)
+    requested_by: str = Field(
+        default=UNKNOWN_REQUESTER, max_length=256, description="the IAM principal ARN of who asked (the signed caller)"
+    )
     dry_run: bool = Field(default=False, description="plan, audit as planned, change nothing")
 
     @model_validator(mode="after")
@@ -172,6 +191,11 @@ class RolloutRequest(StrictModel):
             problems.append(f"the last step must be 100 (promotion), got {weights[-1]}")
         if any(w <= 0 or w > 100 for w in weights):
             problems.append(f"step weights must be in 1..100, got {weights}")
+        if self.requested_by == UNKNOWN_REQUESTER:
+            if not self.dry_run:
+                problems.append("requested_by: required: the IAM principal ARN of who asked (a dry run may omit it)")
+        elif not re.fullmatch(PRINCIPAL_ARN, self.requested_by):
+            problems.append(f"requested_by: {self.requested_by!r} is not an IAM principal ARN (arn:aws:iam::...)")
         unknown = sorted(set(self.approval_steps) - set(weights))
         if unknown:
             problems.append(f"approval_steps {unknown} are not steps {weights}")
@@ -297,14 +321,23 @@ def build_plan(
     pointer_parameter: str,
     current_pointer: Pointer | None,
     dry_run: bool = False,
+    network_isolation: bool = True,
 ) -> RolloutPlan:
     """Compute the rollout plan from the request and the endpoint as it is now.
 
+    ``network_isolation`` is CreateModel's ``EnableNetworkIsolation`` (the environment's ``rollout_policy``).
+
     Raises
     ------
+    RolloutInputError
+        When the model has no execution role (the stack's is filled in by
+        :func:`fleetops.rollout.guardrails.apply_guardrails`).
     EndpointNotReadyForRolloutError
         When the endpoint is not InService or already carries the canary variant.
     """
+    role = request.model.execution_role_arn
+    if role is None:
+        raise RolloutInputError("invalid rollout request: model.execution_role_arn: not set and no stack role given")
     if endpoint.status != "InService":
         raise EndpointNotReadyForRolloutError(
             f"endpoint {endpoint.endpoint_name!r} is {endpoint.status}; start the rollout once it is InService"
@@ -393,13 +426,15 @@ def build_plan(
         final_model_name=final_model_name,
         create_model={
             "ModelName": model_name,
-            "ExecutionRoleArn": request.model.execution_role_arn,
+            "ExecutionRoleArn": role,
             "PrimaryContainer": request.model.container(request.endpoint_name, canary.variant_name),
+            "EnableNetworkIsolation": network_isolation,
         },
         create_final_model={
             "ModelName": final_model_name,
-            "ExecutionRoleArn": request.model.execution_role_arn,
+            "ExecutionRoleArn": role,
             "PrimaryContainer": request.model.container(request.endpoint_name, baseline.variant_name),
+            "EnableNetworkIsolation": network_isolation,
         },
         previous_endpoint_config_name=endpoint.endpoint_config_name,
         canary_endpoint_config_name=f"{base}-canary",

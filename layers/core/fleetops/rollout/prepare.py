@@ -7,7 +7,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from fleetops.config import FleetConfig
 from fleetops.endpoint import EndpointSnapshot
+from fleetops.rollout.checks import CanaryChecks
+from fleetops.rollout.guardrails import StackLimits, apply_guardrails
 from fleetops.rollout.plan import (
     Pointer,
     RolloutInputError,
@@ -28,6 +31,9 @@ class PrepareDeps:
     read_pointer: Callable[[str], Pointer | None]
     kill_switch_engaged: Callable[[], bool]
     pointer_prefix: str
+    fleet: FleetConfig  # the endpoints of each environment and their rollout floors
+    checks: CanaryChecks  # the declared limits a request may only tighten
+    stack: StackLimits  # the one role, image repository and artifact bucket a model may use
     dry_run: bool = False  # the stack's DRY_RUN: every rollout only plans
     max_num_seqs: int | None = None  # the stack's MaxNumSeqs: what the saturation alarm divides by
 
@@ -42,7 +48,7 @@ def with_stack_engine_knobs(request: RolloutRequest, max_num_seqs: int | None) -
     --------
     >>> role = "arn:aws:iam::123456789012:role/r"
     >>> model = {"name": "m", "version": "v7", "image_uri": "img", "execution_role_arn": role}
-    >>> request = parse_request({"rollout_id": "r", "endpoint_name": "e", "model": model,
+    >>> request = parse_request({"rollout_id": "r", "endpoint_name": "e", "model": model, "dry_run": True,
     ...                          "canary": {"instance_type": "ml.g5.2xlarge"}})
     >>> with_stack_engine_knobs(request, 64).model.engine.max_num_seqs
     64
@@ -65,15 +71,25 @@ def prepare_rollout(request: dict[str, Any], now: datetime, deps: PrepareDeps) -
     Raises
     ------
     RolloutInputError
-        The request is invalid (every problem listed).
+        The request is invalid or asks for less than its environment's floors or the stack allows (every
+        problem listed).
     KillSwitchEngagedError
         Automation is switched off.
     EndpointMissingError, EndpointNotReadyForRolloutError
         The endpoint does not exist, is not InService, or already has the canary variant.
     """
-    parsed = with_stack_engine_knobs(parse_request(request), deps.max_num_seqs)
+    guarded = apply_guardrails(parse_request(request), deps.fleet, deps.checks, deps.stack)
+    parsed = with_stack_engine_knobs(guarded.request, deps.max_num_seqs)
     if deps.kill_switch_engaged():
         raise KillSwitchEngagedError("the automation kill switch is engaged; release it to start a rollout")
     endpoint = deps.read_endpoint(parsed.endpoint_name)
     parameter = f"{deps.pointer_prefix.rstrip('/')}/{parsed.endpoint_name}"
-    return build_plan(parsed, endpoint, now, parameter, deps.read_pointer(parameter), dry_run=deps.dry_run)
+    return build_plan(
+        parsed,
+        endpoint,
+        now,
+        parameter,
+        deps.read_pointer(parameter),
+        dry_run=deps.dry_run,
+        network_isolation=guarded.floors.network_isolation,
+    )
