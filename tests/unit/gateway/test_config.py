@@ -23,6 +23,9 @@ def test_shipped_config_is_consistent() -> None:
     assert config.drain.window_s < 30  # SageMaker's SIGKILL follows SIGTERM by ~30 s
     assert config.containment.request_deadline_s < 60  # SageMaker's invocation limit
     assert set(config.routing.adapters) == {"manga_domain", "general_support", "jp_style"}
+    assert config.server.max_body_bytes == 1024 * 1024  # a chat request needs far less; refused before parsing
+    assert config.limits.n == 1
+    assert config.limits.min_tokens < config.budget.max_tokens_limit
 
 
 def with_change(tmp_path: Path, section: str, key: str, value: object) -> Path:
@@ -51,6 +54,9 @@ def with_change(tmp_path: Path, section: str, key: str, value: object) -> Path:
         ("drain", "window_s", 45, "drain.window_s"),
         ("breaker", "request_deadline_s", 90, "breaker.request_deadline_s"),
         ("budget", "surprise", 1, "budget.surprise"),
+        ("server", "max_body_bytes", 7 * 1024 * 1024, "server.max_body_bytes: Input should be less than or equal"),
+        ("limits", "n", 0, "limits.n: Input should be greater than or equal to 1"),
+        ("limits", "best_of", 2, "limits.best_of: Extra inputs are not permitted"),
     ],
 )
 def test_bad_values_fail_with_the_field_named(
