@@ -17,6 +17,10 @@ from tokenizers import Tokenizer
 
 Message = dict[str, str]
 
+#: Longer messages are counted each time, not cached: the cache keeps its keys, and a client sending
+#: distinct near-1-MiB messages would otherwise grow it by a MiB per request, up to ``cache_size`` of them.
+CACHED_MESSAGE_CHARS = 16384
+
 
 class TokenizerError(ValueError):
     """The model directory has no usable tokenizer or chat template."""
@@ -105,7 +109,9 @@ class TokenCounter:
         return self.count_text(self.render(messages, add_generation_prompt))
 
     def message(self, role: str, content: str) -> int:
-        """Tokens one message adds to a prompt (cached)."""
+        """Tokens one message adds to a prompt (cached, unless it is long)."""
+        if len(content) > CACHED_MESSAGE_CHARS:
+            return self._count_one(role, content)
         return self._message_tokens(role, content)
 
     def count(self, messages: list[Message], add_generation_prompt: bool = True) -> int:
