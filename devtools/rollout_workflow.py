@@ -41,8 +41,10 @@ from fleetops.tables import REGISTRY_PK, REGISTRY_SK
 # start, wait and state_history come from devtools.state_machines and are part of this module's API.
 __all__ = [
     "APPROVAL_URL",
+    "ARTIFACT_BUCKET",
     "ENDPOINT",
     "FUNCTIONS",
+    "IMAGE_REPOSITORY",
     "INSTANCE_TYPE",
     "POINTER_PREFIX",
     "PRIMARY",
@@ -81,6 +83,10 @@ PRIMARY = "primary"
 #: moto's own list lacks ml.g5/ml.g6; the SageMaker extension checks botocore's real enum instead.
 INSTANCE_TYPE = "ml.g5.2xlarge"
 ROLE = f"arn:aws:iam::{ACCOUNT_ID}:role/manga-llm-sagemaker-execution"
+#: The stack's closed deploy payload (template.yaml: ModelExecutionRoleArn, ModelImageRepositoryUri,
+#: ModelArtifactBucket): the only role, image repository and weights bucket a rollout may use.
+IMAGE_REPOSITORY = f"{ACCOUNT_ID}.dkr.ecr.{REGION}.amazonaws.com/manga-llm"
+ARTIFACT_BUCKET = "manga-llm-artifacts"
 APPROVAL_URL = "https://approve.example.lambda-url.us-east-1.on.aws/"
 POINTER_PREFIX = "/manga-llm-fleet/models"
 
@@ -155,6 +161,9 @@ def deploy(core: CoreResources | None = None) -> RolloutWorkflow:
         "APPROVAL_TABLE": approvals,
         "APPROVAL_URL": APPROVAL_URL,
         "MODEL_POINTER_PREFIX": POINTER_PREFIX,
+        "MODEL_EXECUTION_ROLE_ARN": ROLE,
+        "MODEL_IMAGE_REPOSITORY": IMAGE_REPOSITORY,
+        "MODEL_ARTIFACT_BUCKET": ARTIFACT_BUCKET,
     }
     return RolloutWorkflow(
         rollout, rollback, approvals, registry, core.audit_table, core.lease_table, core.topic_arn, inbox, env
