@@ -72,6 +72,8 @@ __all__ = [
 REPO = Path(__file__).resolve().parents[1]
 ROLLOUT_ASL = REPO / "statemachines" / "canary_rollout.asl.json"
 ROLLBACK_ASL = REPO / "statemachines" / "rollback.asl.json"
+#: fleet.yaml of the emulated stack: lists ENDPOINT, which the rollback refuses to touch otherwise.
+FLEET = Path(__file__).resolve().parent / "workflow_fleet.yaml"
 FUNCTIONS = {
     "rollout-validate": "rollout_validate",
     "canary-analysis": "canary_analysis",
@@ -153,6 +155,7 @@ def deploy(core: CoreResources | None = None) -> RolloutWorkflow:
             "ApprovalNotifyFunctionArn": arns["approval-notify"],
             "RollbackStateMachineArn": rollback,
             "ModelRegistryTableName": registry,
+            "KillSwitchParameterName": core.kill_switch_parameter,
         },
         sfn_role,
     )
@@ -161,6 +164,7 @@ def deploy(core: CoreResources | None = None) -> RolloutWorkflow:
         "APPROVAL_TABLE": approvals,
         "APPROVAL_URL": APPROVAL_URL,
         "MODEL_POINTER_PREFIX": POINTER_PREFIX,
+        "FLEET_CONFIG_PATH": str(FLEET),
         "MODEL_EXECUTION_ROLE_ARN": ROLE,
         "MODEL_IMAGE_REPOSITORY": IMAGE_REPOSITORY,
         "MODEL_ARTIFACT_BUCKET": ARTIFACT_BUCKET,

@@ -1,8 +1,10 @@
 """Rollback, every pass of its loop: look at the endpoint and return the next safe action.
 
-Event: ``{"request": <rollback input>, "attempt": n, "now": <state entered time>}``. Returns one of
-``wait``, ``zero_canary``, ``restore_config``, ``finish`` with what the state machine needs to do it, or
-``join`` when another rollback of the endpoint is at work.
+Event: ``{"request": <rollback input>, "attempt": n, "now": <state entered time>, "execution_id": <its own>}``.
+Returns one of ``wait``, ``zero_canary``, ``restore_config``, ``finish`` with what the state machine needs
+to do it, or ``join`` when another rollback of the endpoint is at work. A request that names a target, a
+pointer or a lease holder, or an endpoint fleet.yaml does not list for this stack, fails the first pass with
+``RollbackInputError`` before anything is changed.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from pydantic import BaseModel
 from fleetops.aws import clients
 from fleetops.aws.lease import EndpointLease
 from fleetops.aws.sagemaker_endpoint import read_endpoint
+from fleetops.config import load_fleet_config
 from fleetops.rollout.model_pointer import ModelPointerStore
-from fleetops.rollout.rollback import RollbackRequest, plan_rollback
+from fleetops.rollout.rollback import check_managed, parse_request, plan_rollback
 from fleetops.settings import CommonSettings
 
 if TYPE_CHECKING:
@@ -39,9 +42,10 @@ class Settings(CommonSettings):
 
 
 class Event(BaseModel):
-    request: RollbackRequest
+    request: dict[str, Any]  # parsed by parse_request, which names what is wrong in one RollbackInputError
     attempt: int = 0
     now: datetime
+    execution_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -53,8 +57,9 @@ class Readers:
     lease: Callable[[str], LeaseInfo | None] | None
 
 
-# A wrong environment fails the cold start with a clear message, before any event.
+# A wrong environment or fleet.yaml fails the cold start with a clear message, before any event.
 settings = Settings.from_env()
+managed = frozenset(e.name for e in load_fleet_config(settings.fleet_config_path).managed_by(settings.environment_name))
 
 
 @cache
@@ -72,9 +77,12 @@ def dependencies() -> Readers:
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     parsed = Event.model_validate(event)
-    request = parsed.request.model_copy(update={"attempt": parsed.attempt})
+    request = parse_request(parsed.request).model_copy(update={"attempt": parsed.attempt})
+    check_managed(request.endpoint_name, managed, settings.environment_name)
     deps = dependencies()
-    step = plan_rollback(request, parsed.now, deps.endpoint, deps.pointer, settings.model_pointer_prefix, deps.lease)
+    step = plan_rollback(
+        request, parsed.now, deps.endpoint, deps.pointer, settings.model_pointer_prefix, deps.lease, parsed.execution_id
+    )
     logger.info(
         "rollback step",
         extra={"action": step.action, "note": step.note, "attempt": step.attempt, "aborts": step.stop_execution_arn},

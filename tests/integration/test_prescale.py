@@ -278,7 +278,7 @@ def test_during_an_event_min_capacity_is_raised_now(deps: PrescaleDeps) -> None:
 def test_a_lease_held_by_another_writer_defers_the_endpoint(deps: PrescaleDeps, resources: CoreResources) -> None:
     deps.calendar.put("one-piece-1100", ONE_PIECE)
     now = at("2026-12-03T00:00")
-    assert EndpointLease(resources.lease_table).acquire(EP, "canary_rollout/r-42", ttl_s=600, now=now)
+    assert EndpointLease(resources.lease_table).acquire(EP, "canary_rollout/r-42", ttl_s=600)
 
     plan = reconcile(fleet_config(), deps, now=now, trigger="test", dry_run=False)
 

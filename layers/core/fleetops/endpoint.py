@@ -38,3 +38,4 @@ class LeaseInfo:
     execution_arn: str | None = None
     return_config: str | None = None
     restore_pointer: str | None = None
+    fence: int = 0

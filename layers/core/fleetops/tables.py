@@ -16,6 +16,8 @@ LEASE_EXPIRES_AT = "expires_at"  # epoch seconds (Number)
 LEASE_EXECUTION_ARN = "execution_arn"  # a workflow holder's execution, so a rollback can stop the rollout it aborts
 LEASE_RETURN_CONFIG = "return_config"  # the endpoint config a rollout started from / a rollback is returning to
 LEASE_RESTORE_POINTER = "restore_pointer"  # the pointer value a rollback puts back at the end ("" for none)
+# Fencing token (Number): +1 on every take, so a writer whose lease was taken over fails its next check.
+LEASE_FENCE = "fence"
 
 # Model registry: every model version the fleet has known (SageMaker rollouts and Bedrock imports).
 REGISTRY_PK = "model_name"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import fields, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +64,12 @@ def stack(tmp_path: Path) -> Stack:
 
 
 def build_responder(
-    stack: Stack, *, dry_run: bool = False, clock: Any = None, playbook: Playbook | None = None, **port_overrides: Any
+    stack: Stack,
+    *,
+    dry_run: bool = False,
+    playbook: Playbook | None = None,
+    environment: str | None = None,
+    **port_overrides: Any,
 ) -> Responder:
     """The responder wired exactly as the handler wires it, with the fast retry policy."""
     ports = Ports(
@@ -78,7 +82,6 @@ def build_responder(
         weights=VariantWeights(retry=FAST_RETRY),
         wait_ready=lambda name: wait_in_service(name, timeout_s=5, max_wait_s=0.2),
         rollback=RollbackWorkflow(stack.rollback_arn) if stack.rollback_arn else None,
-        clock=clock or (lambda: datetime.now(UTC)),
     )
     ports = replace(ports, **port_overrides)
     config = ResponderConfig(
@@ -86,6 +89,7 @@ def build_responder(
         fleet=load_fleet_config(stack.fleet_path),
         alarm_prefix=stack.prefix,
         dry_run=dry_run,
+        environment=environment,
     )
     return Responder(config, ports)
 

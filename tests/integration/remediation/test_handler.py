@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -140,7 +139,7 @@ def test_a_deferred_event_fails_the_invocation_and_its_retry_acts(
     handler: ModuleType, stack: Stack, capsys: pytest.CaptureFixture[str]
 ) -> None:
     lease = EndpointLease(stack.core.lease_table)
-    assert lease.acquire("manga-chat-prod", "canary_rollout/llama-q4-v7", ttl_s=300, now=datetime.now(UTC))
+    assert lease.acquire("manga-chat-prod", "canary_rollout/llama-q4-v7", ttl_s=300)
     event = load_event("alarm_queue_depth_alarm")
 
     # Lambda sees the failure and retries the event later (then the DLQ); nothing was stored as done.

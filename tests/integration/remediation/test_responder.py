@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
 
 import boto3
 import pytest
@@ -159,7 +158,7 @@ def test_oom_on_the_primary_only_notifies(stack: Stack) -> None:
 
 def test_lease_held_by_another_writer_defers_the_change_and_says_who(stack: Stack) -> None:
     lease = EndpointLease(stack.core.lease_table)
-    assert lease.acquire(ENDPOINT, "prescale/2026-11-21T19:00Z", ttl_s=300, now=datetime.now(UTC))
+    assert lease.acquire(ENDPOINT, "prescale/2026-11-21T19:00Z", ttl_s=300)
 
     with pytest.raises(RemediationIncompleteError, match="leased by prescale/2026-11-21T19:00Z"):
         build_responder(stack).respond(alarm_event("alarm_queue_depth_alarm"))

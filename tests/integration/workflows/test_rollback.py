@@ -2,17 +2,17 @@
 
 Emulated by this project (see ``conftest.py``): SageMaker UpdateEndpoint and its Updating -> InService
 transitions, variant weight 0, Lambda tasks running the real handlers. The rollout's own use of the
-rollback is covered in ``test_canary_rollout.py``.
+rollback is covered in ``test_canary_rollout.py``; fencing and the kill switch in ``test_rollout_guards.py``.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 import boto3
+import pytest
 
 from devtools import rollout_workflow as wf
 from fleetops.aws.audit_table import AuditTable
@@ -73,7 +73,6 @@ def rollback_input(**changes: Any) -> dict[str, Any]:
     request: dict[str, Any] = {
         "endpoint_name": wf.ENDPOINT,
         "rollback_id": "ops-1",
-        "target_endpoint_config_name": OLD_CONFIG,
         "canary_variant_name": "canary",
         "reason": "p95 TTFT alarm on the canary",
         "requested_by": "arn:aws:iam::123456789012:user/ayumi",
@@ -82,19 +81,41 @@ def rollback_input(**changes: Any) -> dict[str, Any]:
     return request | changes
 
 
-def test_rollback_restores_the_previous_config_and_running_it_twice_is_safe(rollout: wf.RolloutWorkflow) -> None:
+def live_pointer() -> dict[str, Any]:
+    """The model pointer before the rollout: v6 serves; the rollback derives its target from it."""
+    pointer = {
+        "model": "manga-llama",
+        "version": "v6",
+        "sagemaker_model": "manga-chat-v6-model",
+        "endpoint_config_name": OLD_CONFIG,
+        "rollout_id": "v6",
+        "previous_endpoint_config_name": "manga-chat-v5-config",
+        "previous_version": "v5",
+    }
+    boto3.client("ssm").put_parameter(Name=POINTER, Value=json.dumps(pointer), Type="String", Overwrite=True)
+    return pointer
+
+
+def test_rollback_returns_a_rollout_in_flight_to_the_pointers_config_and_aborting_again_is_safe(
+    rollout: wf.RolloutWorkflow,
+) -> None:
+    """No target in the request: the endpoint is on neither the pointer's config nor its previous one, so a
+    rollout is in flight and the rollback returns to the config the pointer names. A second abort finds nothing
+    to do (a second plain rollback would undo the last promotion, as ``fleetctl rollback`` asks)."""
+    live_pointer()
     mid_rollout()
 
     first = wf.wait(wf.start(rollout.rollback_arn, rollback_input(), name="ops-1"), timeout_s=60)
-    second = wf.wait(wf.start(rollout.rollback_arn, rollback_input(rollback_id="ops-2"), name="ops-2"), timeout_s=60)
+    again = rollback_input(rollback_id="ops-2", abort_only=True)
+    second = wf.wait(wf.start(rollout.rollback_arn, again, name="ops-2"), timeout_s=60)
 
     assert first["status"] == "SUCCEEDED", first
     assert second["status"] == "SUCCEEDED", second
     history = wf.state_history(first["executionArn"])
     # Canary weight to 0 first (fast), then the previous config back.
     assert history.index("ZeroCanary") < history.index("RestoreConfig")
-    again = wf.state_history(second["executionArn"])
-    assert "ZeroCanary" not in again and "RestoreConfig" not in again  # nothing left to do
+    second_history = wf.state_history(second["executionArn"])
+    assert "ZeroCanary" not in second_history and "RestoreConfig" not in second_history  # nothing left to do
     described = wait_in_service()
     assert described["EndpointConfigName"] == OLD_CONFIG
     assert [v["VariantName"] for v in described["ProductionVariants"]] == [wf.PRIMARY]
@@ -143,15 +164,16 @@ def test_rollback_without_target_or_pointer_fails_with_a_clear_error_and_changes
     result = wf.wait(wf.start(rollout.rollback_arn, request, name="ops-4"), timeout_s=30)
 
     assert result["status"] == "FAILED" and result["error"] == "RollbackInputError", result
-    assert "names no previous config" in result["cause"]
+    assert "names no previous config" in result["cause"] and "nothing was changed" in result["cause"]
     assert wait_in_service()["EndpointConfigName"] == NEW_CONFIG
     [note] = wf.notifications(rollout, wait_s=2)
     assert note["Subject"] == "Rollback FAILED: operator action needed"
 
 
 def test_rollback_refuses_while_another_writer_holds_the_lease(rollout: wf.RolloutWorkflow) -> None:
+    live_pointer()
     mid_rollout()
-    assert EndpointLease(rollout.lease_table).acquire(wf.ENDPOINT, "alarm_responder/x", 600, datetime.now(UTC))
+    assert EndpointLease(rollout.lease_table).acquire(wf.ENDPOINT, "alarm_responder/x", 600)
 
     result = wf.wait(wf.start(rollout.rollback_arn, rollback_input(), name="ops-5"), timeout_s=30)
 
@@ -164,7 +186,7 @@ def test_a_rollback_joins_the_rollback_already_at_work_and_changes_nothing(rollo
     """A broken canary trips several alarms; each starts a rollback. The on-call gets one rollback, not
     one success and a "Rollback FAILED" page per other alarm."""
     mid_rollout()
-    assert EndpointLease(rollout.lease_table).acquire(wf.ENDPOINT, "rollback/oom-canary-1", 600, datetime.now(UTC))
+    assert EndpointLease(rollout.lease_table).acquire(wf.ENDPOINT, "rollback/oom-canary-1", 600)
     second = {**RESPONDER_ROLLBACK, "rollback_id": "breaker-canary-2"}
 
     result = wf.wait(wf.start(rollout.rollback_arn, second, name="breaker-canary-2"), timeout_s=30)
@@ -179,16 +201,7 @@ def test_a_rollback_joins_the_rollback_already_at_work_and_changes_nothing(rollo
 def test_the_responders_rollback_aborts_the_rollout_in_flight_and_never_undoes_a_promotion(
     rollout: wf.RolloutWorkflow,
 ) -> None:
-    live = {
-        "model": "manga-llama",
-        "version": "v6",
-        "sagemaker_model": "manga-chat-v6-model",
-        "endpoint_config_name": OLD_CONFIG,
-        "rollout_id": "v6",
-        "previous_endpoint_config_name": "manga-chat-v5-config",
-        "previous_version": "v5",
-    }
-    boto3.client("ssm").put_parameter(Name=POINTER, Value=json.dumps(live), Type="String", Overwrite=True)
+    live = live_pointer()
     mid_rollout()  # v7 canary at 25 %, not promoted: the pointer still names v6's config
     request = RESPONDER_ROLLBACK
 
@@ -232,3 +245,50 @@ def test_a_rollback_aborts_a_running_rollout_that_holds_the_lease(rollout: wf.Ro
     )
     [record] = [r for r in AuditTable(rollout.audit_table).list(wf.ENDPOINT) if r.actor != "canary_rollout"]
     assert record.outcome == "applied" and "OomCaught" in record.reason, record
+
+
+@pytest.mark.parametrize(
+    "named",
+    [
+        {"target_endpoint_config_name": "manga-chat-v5-config"},
+        {"restore_pointer_json": '{"model": "x"}'},
+        {"lease_holder": "canary_rollout/llama-q4-v7"},
+    ],
+)
+def test_a_request_naming_a_target_a_pointer_or_a_holder_is_refused_and_changes_nothing(
+    rollout: wf.RolloutWorkflow, named: dict[str, str]
+) -> None:
+    live_pointer()
+    mid_rollout()
+    [key] = named
+
+    result = wf.wait(wf.start(rollout.rollback_arn, rollback_input(**named), name="ops-6"), timeout_s=30)
+
+    assert (result["status"], result["error"]) == ("FAILED", "RollbackInputError"), result
+    assert f"may not name {key}" in result["cause"] and "derived" in result["cause"], result["cause"]
+    assert "HoldLease" not in wf.state_history(result["executionArn"])
+    assert wait_in_service()["EndpointConfigName"] == NEW_CONFIG
+    assert boto3.client("dynamodb").scan(TableName=rollout.lease_table)["Items"] == []
+
+
+def test_a_forged_started_by_does_not_make_a_person_the_rollouts_holder(rollout: wf.RolloutWorkflow) -> None:
+    """The rollback acts as the rollout only when the lease row names the execution that started it."""
+    live_pointer()
+    mid_rollout()
+    assert EndpointLease(rollout.lease_table).acquire(wf.ENDPOINT, "alarm_responder/x", 600)
+    forged = rollback_input(AWS_STEP_FUNCTIONS_STARTED_BY_EXECUTION_ID="arn:aws:states:::execution:canary-rollout:v7")
+
+    result = wf.wait(wf.start(rollout.rollback_arn, forged, name="ops-7"), timeout_s=30)
+
+    assert result["status"] == "FAILED" and "ConditionalCheckFailed" in result["error"] + result["cause"], result
+    assert EndpointLease(rollout.lease_table).current(wf.ENDPOINT).holder == "alarm_responder/x"  # type: ignore[union-attr]
+    assert wait_in_service()["EndpointConfigName"] == NEW_CONFIG
+
+
+def test_an_endpoint_fleet_yaml_does_not_list_is_refused_by_name(rollout: wf.RolloutWorkflow) -> None:
+    request = rollback_input(endpoint_name="someone-elses-endpoint")
+
+    result = wf.wait(wf.start(rollout.rollback_arn, request, name="ops-8"), timeout_s=30)
+
+    assert (result["status"], result["error"]) == ("FAILED", "RollbackInputError"), result
+    assert "'someone-elses-endpoint' is not managed by this stack" in result["cause"], result["cause"]

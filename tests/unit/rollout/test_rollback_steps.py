@@ -1,4 +1,4 @@
-"""Rollback decisions: wait, canary weight to 0, previous config back, finish; targets from input or pointer."""
+"""Rollback decisions: wait, canary weight to 0, previous config back, finish; targets from the lease row or pointer."""
 
 from __future__ import annotations
 
@@ -6,13 +6,16 @@ from datetime import UTC, datetime
 
 import pytest
 
-from fleetops.endpoint import EndpointSnapshot, VariantSnapshot
+from fleetops.endpoint import EndpointSnapshot, LeaseInfo, VariantSnapshot
 from fleetops.rollout.plan import InServiceSettings, Pointer
 from fleetops.rollout.rollback import (
     EndpointNotSettledError,
     RollbackInputError,
     RollbackRequest,
+    RollbackStep,
     next_step,
+    parse_request,
+    plan_rollback,
     resolve_target,
 )
 from tests.conftest import load_event
@@ -30,8 +33,10 @@ def endpoint(config: str, *variants: VariantSnapshot, status: str = "InService")
     return EndpointSnapshot(endpoint_name="manga-chat", status=status, endpoint_config_name=config, variants=variants)
 
 
-REQUEST = RollbackRequest.model_validate(load_event("rollback_plan")["request"])
+REQUEST = parse_request(load_event("rollback_plan")["request"])
 OLD = "manga-chat-v6-config"
+ROLLOUT_EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:canary-rollout:llama-q4-v7"
+ROLLOUT_LEASE = LeaseInfo("manga-chat", "canary_rollout/llama-q4-v7", 2_000_000_000, ROLLOUT_EXECUTION, OLD)
 
 
 def test_traffic_leaves_the_canary_first_then_the_previous_config_comes_back_then_finish() -> None:
@@ -66,15 +71,32 @@ def test_an_updating_endpoint_is_waited_for_on_the_schedule_then_given_up_on() -
         next_step(request.model_copy(update={"attempt": 2}), updating, OLD, None, NOW)
 
 
-def test_the_rollouts_lease_holder_is_reused_and_an_operator_gets_their_own() -> None:
-    settled = endpoint(OLD, variant("primary", 1))
-    assert next_step(REQUEST, settled, OLD, None, NOW).lease_holder == "canary_rollout/llama-q4-v7"
-    operator = REQUEST.model_copy(update={"lease_holder": None})
-    assert next_step(operator, settled, OLD, None, NOW).lease_holder == "rollback/llama-q4-v7-rollback"
+def plan(request: RollbackRequest, lease: LeaseInfo | None, pointer: Pointer | None = None) -> RollbackStep:
+    mid = endpoint("new", variant("primary", 75), variant("canary", 25))
+    return plan_rollback(request, NOW, lambda _: mid, lambda _: pointer, "/p", lambda _: lease, "arn:exec:rollback")
 
 
-def test_the_target_comes_from_the_input_or_else_from_the_pointer() -> None:
-    assert resolve_target(REQUEST, None, "canary-config") == (OLD, None)
+def test_the_rollouts_own_rollback_writes_as_the_rollout_and_returns_where_its_lease_row_says() -> None:
+    step = plan(REQUEST, ROLLOUT_LEASE)
+    assert (step.lease_holder, step.lease_execution_arn) == ("canary_rollout/llama-q4-v7", ROLLOUT_EXECUTION)
+    assert (step.target_endpoint_config_name, step.pointer_json, step.stop_execution_arn) == (OLD, None, None)
+
+
+def test_a_rollback_started_by_another_execution_is_its_own_holder_and_aborts_the_rollout() -> None:
+    forged = REQUEST.model_copy(update={"started_by": "arn:aws:states:::execution:canary-rollout:other"})
+    step = plan(forged, ROLLOUT_LEASE)
+    assert (step.lease_holder, step.lease_execution_arn) == ("rollback/llama-q4-v7-rollback", "arn:exec:rollback")
+    assert (step.takeover_holder, step.stop_execution_arn) == ("canary_rollout/llama-q4-v7", ROLLOUT_EXECUTION)
+    assert step.target_endpoint_config_name == OLD  # the rollout's return config, not anything the caller said
+
+
+@pytest.mark.parametrize("key", ["target_endpoint_config_name", "restore_pointer_json", "lease_holder"])
+def test_a_request_naming_what_is_derived_is_refused_with_what_to_do(key: str) -> None:
+    with pytest.raises(RollbackInputError, match=rf"may not name {key}: .* derived .* remove it"):
+        parse_request({"endpoint_name": "manga-chat", "rollback_id": "ops", key: "anything"})
+
+
+def test_the_target_comes_from_the_pointer_without_a_lease_row() -> None:
     pointer = Pointer(model="manga-llama", version="v7", sagemaker_model="m7", endpoint_config_name="new",
                       previous_endpoint_config_name=OLD, previous_version="v6")  # fmt: skip
     bare = RollbackRequest(endpoint_name="manga-chat", rollback_id="ops")

@@ -5,10 +5,16 @@ two writers (reconciler, responder, rollout, rollback) changing capacity at once
 other. Every writer first takes a short lease with a conditional write to the lease table; a writer
 that cannot get it defers and says who holds it. Leases expire on their own (``expires_at``, epoch
 seconds, also the table's TTL attribute), so a crashed writer blocks nobody for longer than its TTL.
+
+Lease times come from this machine's clock at the moment of the write, never from the caller's event: a late
+retry of an old alarm event must neither take a lease that is still live nor plant one that is already stale.
+Every take adds one to the row's fencing token (``fence``); the workflows check holder and token right before
+each change they make, so a rollout whose lease a rollback took over stops instead of changing traffic.
 """
 
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -21,6 +27,7 @@ from fleetops.endpoint import LeaseInfo
 from fleetops.tables import (
     LEASE_EXECUTION_ARN,
     LEASE_EXPIRES_AT,
+    LEASE_FENCE,
     LEASE_HOLDER,
     LEASE_PK,
     LEASE_RESTORE_POINTER,
@@ -28,7 +35,7 @@ from fleetops.tables import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from mypy_boto3_dynamodb import DynamoDBClient
 
@@ -79,41 +86,58 @@ class EndpointLease:
     (``tests/integration/remediation/test_lease.py`` runs it against the emulator)::
 
         lease = EndpointLease("lease-table")
-        lease.acquire("manga-chat", "prescale/2026-11-21T07:00Z", ttl_s=300, now=now)  # True: taken
-        lease.acquire("manga-chat", "alarm-responder/abc", ttl_s=120, now=now)  # False: held by prescale
+        lease.acquire("manga-chat", "prescale/2026-11-21T07:00Z", ttl_s=300)  # True: taken
+        lease.acquire("manga-chat", "alarm-responder/abc", ttl_s=120)  # False: held by prescale
         lease.current("manga-chat").holder  # 'prescale/2026-11-21T07:00Z'
         lease.release("manga-chat", "prescale/2026-11-21T07:00Z")  # True: given back
         try:
-            with lease.hold("manga-chat", "alarm-responder/abc", ttl_s=120, now=now):
+            with lease.hold("manga-chat", "alarm-responder/abc", ttl_s=120):
                 autoscaling.set_capacity("manga-chat", "primary", 6, 12)
         except LeaseHeldError as exc:
             print(f"deferred: {exc}")
     """
 
-    def __init__(self, table_name: str, client: DynamoDBClient | None = None) -> None:
+    def __init__(
+        self, table_name: str, client: DynamoDBClient | None = None, clock: Callable[[], float] = time.time
+    ) -> None:
         self.table_name = table_name
         self._client: DynamoDBClient = client or clients.client("dynamodb")
+        # Epoch seconds; a parameter only so a test can stand in a clock that has moved on (expiry).
+        self._clock = clock
 
-    def acquire(self, endpoint_name: str, holder: str, ttl_s: int, now: datetime) -> bool:
-        """Take or renew the lease; ``False`` when another holder's lease has not expired yet.
+    def acquire(self, endpoint_name: str, holder: str, ttl_s: int) -> bool:
+        """Take or renew the lease for ``ttl_s`` seconds from now; ``False`` when another holder's is still live.
 
-        The same holder may re-acquire (renew) its own lease. A lease whose ``expires_at`` lies
-        before ``now`` is free, so time comes from the caller (the event), not from the clock here.
+        The same holder may re-acquire (renew) its own lease. "Now" is the wall clock at the write (see the
+        module docstring). A take replaces the whole row: a workflow's execution, return config and pointer
+        from an earlier holder do not survive it.
         """
         if ttl_s <= 0:
             raise ValueError(f"lease ttl_s must be positive, got {ttl_s}")
-        now_s = int(now.timestamp())
+        now_s = int(self._clock())
         try:
-            self._client.put_item(
+            self._client.update_item(
                 TableName=self.table_name,
-                Item={
-                    LEASE_PK: {"S": endpoint_name},
-                    LEASE_HOLDER: {"S": holder},
-                    LEASE_EXPIRES_AT: {"N": str(now_s + ttl_s)},
-                },
+                Key={LEASE_PK: {"S": endpoint_name}},
+                UpdateExpression="SET #holder = :holder, #exp = :exp, #fence = if_not_exists(#fence, :zero) + :one "
+                "REMOVE #exec, #ret, #ptr",
                 ConditionExpression="attribute_not_exists(#pk) OR #exp < :now OR #holder = :holder",
-                ExpressionAttributeNames={"#pk": LEASE_PK, "#exp": LEASE_EXPIRES_AT, "#holder": LEASE_HOLDER},
-                ExpressionAttributeValues={":now": {"N": str(now_s)}, ":holder": {"S": holder}},
+                ExpressionAttributeNames={
+                    "#pk": LEASE_PK,
+                    "#exp": LEASE_EXPIRES_AT,
+                    "#holder": LEASE_HOLDER,
+                    "#fence": LEASE_FENCE,
+                    "#exec": LEASE_EXECUTION_ARN,
+                    "#ret": LEASE_RETURN_CONFIG,
+                    "#ptr": LEASE_RESTORE_POINTER,
+                },
+                ExpressionAttributeValues={
+                    ":now": {"N": str(now_s)},
+                    ":exp": {"N": str(now_s + ttl_s)},
+                    ":holder": {"S": holder},
+                    ":zero": {"N": "0"},
+                    ":one": {"N": "1"},
+                },
             )
         except ClientError as exc:
             if error_code(exc) == _CONDITION_FAILED:
@@ -153,10 +177,11 @@ class EndpointLease:
             execution_arn=item.get(LEASE_EXECUTION_ARN, {}).get("S") or None,
             return_config=item.get(LEASE_RETURN_CONFIG, {}).get("S") or None,
             restore_pointer=item.get(LEASE_RESTORE_POINTER, {}).get("S") or None,
+            fence=int(item.get(LEASE_FENCE, {}).get("N", "0")),
         )
 
     @contextmanager
-    def hold(self, endpoint_name: str, holder: str, ttl_s: int, now: datetime) -> Iterator[None]:
+    def hold(self, endpoint_name: str, holder: str, ttl_s: int) -> Iterator[None]:
         """Hold the lease for the ``with`` block and release it afterwards (also on error).
 
         Raises
@@ -164,7 +189,7 @@ class EndpointLease:
         LeaseHeldError
             When another writer holds an unexpired lease; names that holder.
         """
-        if not self.acquire(endpoint_name, holder, ttl_s, now):
+        if not self.acquire(endpoint_name, holder, ttl_s):
             info = self.current(endpoint_name)
             raise LeaseHeldError(
                 endpoint_name,

@@ -154,7 +154,7 @@ def _apply_endpoint(
 ) -> tuple[list[Change], bool]:
     """Apply one endpoint's changes under its lease; returns the changes with outcomes and whether it ran."""
     holder = f"{ACTOR}/{trigger}"
-    if deps.lease is not None and not deps.lease.acquire(endpoint_name, holder, LEASE_TTL_S, now):
+    if deps.lease is not None and not deps.lease.acquire(endpoint_name, holder, LEASE_TTL_S):
         current = deps.lease.current(endpoint_name)
         reason = f"lease held by {current.holder if current else 'another writer'}; retried on the next run"
         deferred = [c.model_copy(update={"outcome": "skipped", "error": reason}) for c in changes]

@@ -10,8 +10,7 @@ auditing and notifying, so Lambda retries the event and finally sends it to the 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from aws_lambda_powertools import Logger
@@ -96,8 +95,6 @@ class Ports:
     weights: VariantWeights
     wait_ready: Callable[[str], object]
     rollback: RollbackWorkflow | None = None
-    #: Wall clock for the lease only (leases coordinate live writers); decisions use the event's time.
-    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
 
 
 @dataclass(frozen=True)
@@ -106,13 +103,18 @@ class ResponderConfig:
     fleet: FleetConfig
     alarm_prefix: str
     dry_run: bool = False
+    #: The stack's environment (``settings.environment_name``): a dev stack never acts on a prod endpoint.
+    environment: str | None = None
 
 
-def _resolve(alarm: ParsedAlarm, fleet: FleetConfig) -> VariantConfig:
-    endpoint = fleet.endpoint(alarm.endpoint_name)
+def _resolve(alarm: ParsedAlarm, fleet: FleetConfig, environment: str | None) -> VariantConfig:
+    managed = {e.name: e for e in fleet.managed_by(environment)}
+    endpoint = managed.get(alarm.endpoint_name)
     if endpoint is None:
+        scope = f"for environment {environment!r} " if environment else ""
         raise IgnoredAlarmError(
-            f"endpoint {alarm.endpoint_name!r} is not managed (fleet.yaml: {sorted(fleet.endpoint_names())})"
+            f"endpoint {alarm.endpoint_name!r} is not managed by this stack "
+            f"(fleet.yaml {scope}lists {sorted(managed)}); nothing changed"
         )
     variant = next((v for v in endpoint.variants if v.name == alarm.variant_name), None)
     if variant is None:
@@ -149,7 +151,7 @@ class Responder:
         """
         try:
             alarm = parse_alarm(event, self.config.alarm_prefix, self.config.playbook)
-            variant = _resolve(alarm, self.config.fleet)
+            variant = _resolve(alarm, self.config.fleet, self.config.environment)
         except IgnoredAlarmError as exc:
             logger.warning("alarm ignored", extra={"alarm_name": event.detail.alarm_name, "why": str(exc)})
             return Response(status="ignored", reason=str(exc), alarm_name=event.detail.alarm_name)
@@ -215,7 +217,8 @@ class Responder:
         holder = f"{ACTOR}/{alarm.alarm_name}@{alarm.state_timestamp}"
         ttl = self.config.playbook.rails.lease_ttl_seconds
         try:
-            with self.ports.lease.hold(alarm.endpoint_name, holder, ttl_s=ttl, now=self.ports.clock()):
+            # The lease's time is the wall clock at the write (fleetops.aws.lease), never the alarm's timestamp.
+            with self.ports.lease.hold(alarm.endpoint_name, holder, ttl_s=ttl):
                 self.ports.wait_ready(alarm.endpoint_name)
                 return change()
         except (LeaseHeldError, EndpointNotReadyError) as exc:

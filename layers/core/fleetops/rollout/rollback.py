@@ -6,11 +6,11 @@ its target config returns ``finish`` straight away, so rolling back twice is saf
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fleetops.endpoint import EndpointSnapshot
 from fleetops.rollout.plan import ROLLOUT_LEASE_PREFIX, InServiceSettings, Pointer
@@ -21,9 +21,13 @@ if TYPE_CHECKING:
 Action = Literal["wait", "zero_canary", "restore_config", "finish", "join"]
 ROLLBACK_LEASE_PREFIX = "rollback/"
 
+#: Request keys that would let the caller choose where an endpoint goes or whose lease to use. The target is
+#: derived (the rollout's lease row, else the model pointer), and the holder is proven by the lease row.
+DERIVED_KEYS = ("target_endpoint_config_name", "restore_pointer_json", "lease_holder")
+
 
 class RollbackInputError(ValueError):
-    """The rollback request is invalid or names no config to return to."""
+    """The rollback request is invalid, names something that is derived, or there is no config to return to."""
 
 
 class EndpointNotSettledError(RuntimeError):
@@ -35,25 +39,82 @@ class RollbackRequest(BaseModel):
 
     endpoint_name: str = Field(min_length=1, max_length=63)
     rollback_id: str = Field(min_length=1, max_length=80)
-    target_endpoint_config_name: str | None = Field(default=None, description="default: the pointer's previous config")
     canary_variant_name: str | None = None
-    restore_pointer_json: str | None = Field(default=None, description="pointer value to put back")
     abort_only: bool = Field(
         default=False,
         description="only abort a rollout still in flight, never undo a promotion (the alarm responder's mode)",
     )
     reason: str = "operator request"
     requested_by: str = "operator"
-    lease_holder: str | None = Field(default=None, description="the rollout's holder when it calls us")
     in_service: InServiceSettings = InServiceSettings()
     attempt: int = Field(default=0, ge=0)
-    # Step Functions links a child execution to its parent through this input key.
+    # Step Functions links a child execution to its parent through this input key. It proves nothing alone:
+    # the rollback acts as the rollout only when the lease row names this very execution (rollout_holder).
     started_by: str | None = Field(default=None, alias="AWS_STEP_FUNCTIONS_STARTED_BY_EXECUTION_ID")
 
-    @property
-    def holder(self) -> str:
-        """The lease holder this rollback writes as: the rollout's when it calls us, else its own."""
-        return self.lease_holder or f"{ROLLBACK_LEASE_PREFIX}{self.rollback_id}"
+
+def parse_request(raw: dict[str, Any]) -> RollbackRequest:
+    """The rollback request, or one :class:`RollbackInputError` that lists every problem (nothing changed yet).
+
+    Examples
+    --------
+    >>> parse_request({"endpoint_name": "e", "rollback_id": "r", "lease_holder": "x"})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    fleetops.rollout.rollback.RollbackInputError: a rollback request may not name lease_holder: ...
+    """
+    named = [key for key in DERIVED_KEYS if key in raw]
+    if named:
+        raise RollbackInputError(
+            f"a rollback request may not name {', '.join(named)}: the config to return to, the pointer to restore "
+            "and the lease holder are derived (the rollout's lease row, else the model pointer's previous config); "
+            f"remove {'it' if len(named) == 1 else 'them'} and start again. Nothing was changed."
+        )
+    try:
+        return RollbackRequest.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise RollbackInputError(f"invalid rollback request: {problems}. Nothing was changed.") from None
+
+
+def check_managed(endpoint_name: str, managed: Collection[str], environment: str | None) -> None:
+    """Refuse an endpoint that fleet.yaml does not list for this stack's environment.
+
+    Examples
+    --------
+    >>> check_managed("manga-chat-prod", {"manga-chat-dev"}, "dev")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    fleetops.rollout.rollback.RollbackInputError: endpoint 'manga-chat-prod' is not managed by this stack ...
+    """
+    if endpoint_name not in managed:
+        scope = f"for environment {environment!r} " if environment else ""
+        raise RollbackInputError(
+            f"endpoint {endpoint_name!r} is not managed by this stack (fleet.yaml {scope}lists {sorted(managed)}); "
+            "nothing was changed"
+        )
+
+
+def rollout_holder(request: RollbackRequest, lease: LeaseInfo | None) -> str | None:
+    """The rollout's holder when this rollback is that rollout's own (the lease row names its execution).
+
+    Examples
+    --------
+    >>> from fleetops.endpoint import LeaseInfo
+    >>> lease = LeaseInfo("e", "canary_rollout/v7", 2_000_000_000, execution_arn="arn:exec:v7")
+    >>> own = {"endpoint_name": "e", "rollback_id": "v7-rollback"}
+    >>> rollout_holder(RollbackRequest(**own, AWS_STEP_FUNCTIONS_STARTED_BY_EXECUTION_ID="arn:exec:v7"), lease)
+    'canary_rollout/v7'
+    >>> rollout_holder(RollbackRequest(**own, AWS_STEP_FUNCTIONS_STARTED_BY_EXECUTION_ID="arn:exec:other"), lease)
+    """
+    if (
+        request.started_by
+        and lease is not None
+        and lease.execution_arn == request.started_by
+        and lease.holder.startswith(ROLLOUT_LEASE_PREFIX)
+    ):
+        return lease.holder
+    return None
 
 
 class RollbackStep(BaseModel):
@@ -75,6 +136,8 @@ class RollbackStep(BaseModel):
     target_endpoint_config_name: str
     canary_variant_name: str | None
     takeover_holder: str = Field(description="a holder whose lease this rollback may take; else its own")
+    lease_execution_arn: str = Field(description="the execution the lease row names: the rollout's or this one's")
+    takeover_execution_arn: str = Field(description="the execution of the lease row it may take; else its own")
     stop_execution_arn: str | None = Field(default=None, description="the rollout execution this rollback aborts")
     zero_weights: tuple[dict[str, Any], ...] = ()
     wait_seconds: int = 0
@@ -85,16 +148,15 @@ class RollbackStep(BaseModel):
 
 
 def resolve_target(request: RollbackRequest, pointer: Pointer | None, current_config: str) -> tuple[str, str | None]:
-    """The config to return to and the pointer value to restore.
+    """The config to return to and the pointer value to restore, from the model pointer alone.
 
-    Called on every pass of the rollback loop, so the answer must not change once the endpoint has
-    moved. An explicit target wins. An endpoint on neither the pointer's config nor its previous one
-    is a rollout still in flight: back to the pointer's config, pointer untouched. Otherwise the last
-    promotion is undone (pointer restored at the end), unless ``abort_only`` asks to touch nothing:
-    the alarm responder may fire again after a rollback and must never walk the fleet back a version.
+    Used when no lease row says where to go (see :func:`plan_rollback`); the first pass's answer is then
+    kept in the rollback's lease row, so it cannot change once the endpoint has moved. An endpoint on
+    neither the pointer's config nor its previous one is a rollout still in flight: back to the pointer's
+    config, pointer untouched. Otherwise the last promotion is undone (pointer restored at the end), unless
+    ``abort_only`` asks to touch nothing: the alarm responder may fire again after a rollback and must
+    never walk the fleet back a version.
     """
-    if request.target_endpoint_config_name:
-        return request.target_endpoint_config_name, request.restore_pointer_json
     previous = pointer.previous_endpoint_config_name if pointer else None
     if pointer is not None and current_config not in (pointer.endpoint_config_name, previous):
         return pointer.endpoint_config_name, None  # a rollout in flight: abort it
@@ -102,8 +164,8 @@ def resolve_target(request: RollbackRequest, pointer: Pointer | None, current_co
         return current_config, None  # nothing in flight: next_step finishes at once
     if pointer is None or not previous:
         raise RollbackInputError(
-            f"no target_endpoint_config_name given and the model pointer of {request.endpoint_name!r} "
-            "names no previous config"
+            f"no rollout of {request.endpoint_name!r} is in flight and its model pointer names no previous config: "
+            "there is nothing to roll back to; nothing was changed"
         )
     restored = Pointer(
         model=pointer.model,
@@ -112,11 +174,11 @@ def resolve_target(request: RollbackRequest, pointer: Pointer | None, current_co
         endpoint_config_name=previous,
     )
     # Undo the last promotion, or, once the endpoint is back on the previous config, finish restoring it.
-    return previous, request.restore_pointer_json or restored.to_json()
+    return previous, restored.to_json()
 
 
-def rollout_to_abort(request: RollbackRequest, lease: LeaseInfo | None, now: datetime) -> LeaseInfo | None:
-    """The lease of a rollout in flight that this rollback takes over, or ``None``.
+def rollout_to_abort(holder: str, lease: LeaseInfo | None, now: datetime) -> LeaseInfo | None:
+    """The live lease of a rollout in flight that this rollback (writing as ``holder``) takes over, or ``None``.
 
     A rollout holds the endpoint's lease for its whole life, approvals included. A rollback started by the
     alarm responder or an operator aborts it: it takes the lease and stops the rollout's execution, instead of
@@ -126,34 +188,31 @@ def rollout_to_abort(request: RollbackRequest, lease: LeaseInfo | None, now: dat
     --------
     >>> from fleetops.endpoint import LeaseInfo
     >>> lease = LeaseInfo("e", "canary_rollout/v7", 2_000_000_000, execution_arn="arn:exec", return_config="v6-config")
-    >>> rollout_to_abort(RollbackRequest(endpoint_name="e", rollback_id="r"), lease, datetime.now()).holder
+    >>> rollout_to_abort("rollback/r", lease, datetime.now()).holder
     'canary_rollout/v7'
-    >>> rollout_to_abort(RollbackRequest(endpoint_name="e", rollback_id="r", lease_holder="canary_rollout/v7"),
-    ...                  lease, datetime.now()) is None
+    >>> rollout_to_abort("canary_rollout/v7", lease, datetime.now()) is None
     True
     """
-    if request.lease_holder or lease is None or lease.expires_at < int(now.timestamp()):
+    if lease is None or lease.expires_at < int(now.timestamp()) or lease.holder == holder:
         return None
     return lease if lease.holder.startswith(ROLLOUT_LEASE_PREFIX) else None
 
 
-def rollback_in_progress(request: RollbackRequest, lease: LeaseInfo | None, now: datetime) -> LeaseInfo | None:
+def rollback_in_progress(holder: str, lease: LeaseInfo | None, now: datetime) -> LeaseInfo | None:
     """The live lease of another rollback of this endpoint, which this one joins instead of competing with.
 
     Examples
     --------
     >>> from fleetops.endpoint import LeaseInfo
     >>> lease = LeaseInfo("e", "rollback/breaker-trips-e-1", 2_000_000_000)
-    >>> rollback_in_progress(RollbackRequest(endpoint_name="e", rollback_id="engine-restarts-e-2"), lease,
-    ...                      datetime.now()).holder
+    >>> rollback_in_progress("rollback/engine-restarts-e-2", lease, datetime.now()).holder
     'rollback/breaker-trips-e-1'
-    >>> rollback_in_progress(RollbackRequest(endpoint_name="e", rollback_id="breaker-trips-e-1"), lease,
-    ...                      datetime.now()) is None
+    >>> rollback_in_progress("rollback/breaker-trips-e-1", lease, datetime.now()) is None
     True
     """
-    if request.lease_holder or lease is None or lease.expires_at < int(now.timestamp()):
+    if lease is None or lease.expires_at < int(now.timestamp()):
         return None
-    return lease if lease.holder.startswith(ROLLBACK_LEASE_PREFIX) and lease.holder != request.holder else None
+    return lease if lease.holder.startswith(ROLLBACK_LEASE_PREFIX) and lease.holder != holder else None
 
 
 def next_step(
@@ -165,11 +224,14 @@ def next_step(
     pointer_parameter: str = "",
     abort: LeaseInfo | None = None,
     joins: LeaseInfo | None = None,
+    holder: str | None = None,
+    execution_arn: str = "",
 ) -> RollbackStep:
     """Decide the next rollback action from the endpoint as it is now.
 
     ``joins``: another rollback's live lease. A broken canary trips several alarms at once and each starts a
     rollback; the first does the work and the others ``join`` it, ending at once without touching anything.
+    ``holder`` and ``execution_arn``: whom the lease row names (default: this rollback's own holder).
 
     Examples
     --------
@@ -183,7 +245,7 @@ def next_step(
     'finish'
     """
     now_epoch = int(now.timestamp())
-    holder = request.holder
+    holder = holder or f"{ROLLBACK_LEASE_PREFIX}{request.rollback_id}"
     common: dict[str, Any] = {
         "rollback_id": request.rollback_id,
         "reason": request.reason,
@@ -191,6 +253,8 @@ def next_step(
         "lease_holder": holder,
         "takeover_holder": abort.holder if abort else holder,
         "stop_execution_arn": abort.execution_arn if abort else None,
+        "lease_execution_arn": execution_arn,
+        "takeover_execution_arn": (abort.execution_arn or "") if abort else execution_arn,
         "now_epoch": now_epoch,
         # Long enough for the whole polling budget; renewed on every pass of the loop.
         "lease_expires_at": now_epoch + request.in_service.timeout_seconds + 3600,
@@ -237,28 +301,35 @@ def plan_rollback(
     read_pointer: Callable[[str], Pointer | None],
     pointer_prefix: str,
     read_lease: Callable[[str], LeaseInfo | None] | None = None,
+    execution_id: str = "",
 ) -> RollbackStep:
-    """Read the endpoint, the pointer and the lease; resolve the target config and return the next action.
+    """Read the endpoint, the pointer and the lease; derive the target config and return the next action.
 
-    The first pass decides where to go; the state machine writes that decision into its lease row, and every
-    later pass reads it back, so the target cannot move while the endpoint does.
+    Where to go never comes from the request. The lease row decides: the rollout's own rollback (the row names
+    the execution that started it) and a rollback that takes over a rollout's lease return to the config the
+    rollout started from; a rollback's later passes read back what its first pass wrote into its own row, so
+    the target cannot move while the endpoint does. Only without such a row does the model pointer decide
+    (:func:`resolve_target`). ``execution_id``: this rollback's execution, recorded in a row it takes.
     """
     parameter = f"{pointer_prefix.rstrip('/')}/{request.endpoint_name}"
     endpoint = read_endpoint(request.endpoint_name)
     lease = read_lease(request.endpoint_name) if read_lease else None
-    running = rollback_in_progress(request, lease, now)
+    for_rollout = rollout_holder(request, lease)
+    holder = for_rollout or f"{ROLLBACK_LEASE_PREFIX}{request.rollback_id}"
+    execution_arn = request.started_by if for_rollout and request.started_by else execution_id
+
+    def step(target: str, pointer_json: str | None, **found: LeaseInfo | None) -> RollbackStep:
+        return next_step(request, endpoint, target, pointer_json, now, parameter, holder=holder,
+                         execution_arn=execution_arn, **found)  # fmt: skip
+
+    running = rollback_in_progress(holder, lease, now)
     if running is not None:
-        return next_step(request, endpoint, endpoint.endpoint_config_name, None, now, parameter, joins=running)
-    abort = rollout_to_abort(request, lease, now)
-    if (
-        request.target_endpoint_config_name is None
-        and lease is not None
-        and lease.return_config
-        and lease.holder == request.holder
-    ):
+        return step(endpoint.endpoint_config_name, None, joins=running)
+    abort = rollout_to_abort(holder, lease, now)
+    if lease is not None and lease.return_config and lease.holder == holder:
         target, pointer_json = lease.return_config, lease.restore_pointer
-    elif request.target_endpoint_config_name is None and abort is not None and abort.return_config:
+    elif abort is not None and abort.return_config:
         target, pointer_json = abort.return_config, None  # back where the rollout started, the pointer untouched
     else:
         target, pointer_json = resolve_target(request, read_pointer(parameter), endpoint.endpoint_config_name)
-    return next_step(request, endpoint, target, pointer_json, now, parameter, abort)
+    return step(target, pointer_json, abort=abort)
