@@ -34,21 +34,25 @@ from devtools import emulator_extensions
 from devtools import rollout_workflow as wf
 from devtools.alarms import RemediationFlow, remediation_flow
 from devtools.aws_resources import create_core_resources, create_inbox, create_table
-from devtools.emulator import ACCOUNT_ID, REGION
 from devtools.lambda_dispatch import cold_start_environment
 from devtools.local_sagemaker import LocalSageMaker, hosting, make_adapter, upload_model
 from devtools.remediation_stack import RemediationStack
 from devtools.tiny_model import TinyModel, write_truncated_vocab_model
 from fleetops.aws.autoscaling import DIMENSION, NAMESPACE, resource_id
 from fleetops.model_contract import EngineKnobs, ModelContract
+from fleetops.rollout.checks import load_canary_checks
 from fleetops.tables import IDEMPOTENCY_PK, REMEDIATION_STATE_PK
 
 STACK = "manga-llm-fleet"
 ENDPOINT = wf.ENDPOINT
 PRIMARY = wf.PRIMARY
 CANARY = "canary"
-IMAGE = f"{ACCOUNT_ID}.dkr.ecr.{REGION}.amazonaws.com/manga-llm"
-BUCKET = "manga-llm-artifacts"
+IMAGE = wf.IMAGE_REPOSITORY  # the stack's MODEL_IMAGE_REPOSITORY: the only one a rollout may use
+BUCKET = wf.ARTIFACT_BUCKET  # the stack's MODEL_ARTIFACT_BUCKET
+#: The local stack's canary checks: the shipped ones, sized for a CPU engine's trickle of traffic and its noisy
+#: latency. Deployed (CANARY_CHECKS_PATH) for both the analysis and Validate, as a stack's own file would be:
+#: a rollout request may still only tighten them.
+LOCAL_CHECK_LIMITS = {"requests": 5.0, "p95-latency": 3.0, "p95-ttft": 3.0}
 #: The stack's MaxNumSeqs: small, so real load on the CPU engine queues (and the saturation alarm means it).
 MAX_NUM_SEQS = 4
 #: Emulated alarm time runs this much faster than the clock (a 60 s period is a 3 s window).
@@ -173,7 +177,7 @@ class LocalSystem:
             "bake_seconds": 6,
             "approval_steps": [],
             "approval": {"timeout_seconds": 600, "heartbeat_seconds": 600},
-            "thresholds": {"min_requests": 5, "max_latency_regression": 3.0},
+            "thresholds": {},  # the local stack's checks (LOCAL_CHECK_LIMITS)
             "in_service": {"first_wait_seconds": 2, "max_wait_seconds": 5, "timeout_seconds": 400},
             "max_extensions": 3,
         }
@@ -287,7 +291,10 @@ def local_system(
         "CanaryVariantName": CANARY,
         "MaxNumSeqs": str(max_num_seqs),
     }
-    environment = workflow.environment | {"MAX_NUM_SEQS": str(max_num_seqs)}  # template.yaml: RolloutValidate
+    environment = workflow.environment | {
+        "MAX_NUM_SEQS": str(max_num_seqs),  # template.yaml: RolloutValidate
+        "CANARY_CHECKS_PATH": str(_local_checks(workdir)),  # the analysis and Validate read the same file
+    }
     with ExitStack() as stack_of:
         # The workflows' functions read their settings at import: a cold start with this stack's environment.
         stack_of.enter_context(cold_start_environment(environment, wf.FUNCTIONS.values()))
@@ -298,6 +305,18 @@ def local_system(
         flow = stack_of.enter_context(remediation_flow(stack, STACK, parameters=parameters, time_scale=time_scale))
         stack_of.enter_context(wf.handlers())
         yield LocalSystem(workdir, tiny, workflow, flow, host, artifacts={"v1": v1})
+
+
+def _local_checks(workdir: Path) -> Path:
+    """Write the shipped canary checks with :data:`LOCAL_CHECK_LIMITS` applied; returns the file."""
+    checks = load_canary_checks()
+    sized = {
+        name: check.model_copy(update={"limit": LOCAL_CHECK_LIMITS.get(name, check.limit)})
+        for name, check in checks.checks.items()
+    }
+    path = workdir / "canary_checks.yaml"
+    path.write_text(json.dumps(checks.model_copy(update={"checks": sized}).model_dump(mode="json")))  # JSON is YAML
+    return path
 
 
 def _in_service() -> bool:
