@@ -4,12 +4,14 @@ What ``template.yaml`` creates on AWS is created here on the moto server with th
 names: the approval and registry tables (plus the core tables, topic and kill switch), the Lambda
 functions (their invocations run the project's real handlers through :mod:`devtools.lambda_dispatch`)
 and both state machines, created from their ASL files. A SageMaker endpoint with one primary
-variant stands in for production. The approval endpoint's function URL is driven by calling its
-real handler with the event Lambda gives an IAM-signed request (moto does not serve function URLs).
+variant stands in for production. The rollout request and approval functions' URLs are driven by
+calling their real handlers with the event Lambda gives an IAM-signed request (moto does not serve
+function URLs; :mod:`devtools.function_url` serves them over HTTP for the CLI's tests).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -49,6 +51,7 @@ __all__ = [
     "POINTER_PREFIX",
     "PRIMARY",
     "REPO",
+    "REQUESTER",
     "ROLE",
     "ROLLBACK_ASL",
     "ROLLOUT_ASL",
@@ -61,7 +64,9 @@ __all__ = [
     "notifications",
     "open_link",
     "put_variant_metrics",
+    "request_rollout",
     "start",
+    "start_rollout",
     "state_history",
     "submit",
     "traffic",
@@ -90,6 +95,11 @@ ROLE = f"arn:aws:iam::{ACCOUNT_ID}:role/manga-llm-sagemaker-execution"
 IMAGE_REPOSITORY = f"{ACCOUNT_ID}.dkr.ecr.{REGION}.amazonaws.com/manga-llm"
 ARTIFACT_BUCKET = "manga-llm-artifacts"
 APPROVAL_URL = "https://approve.example.lambda-url.us-east-1.on.aws/"
+REQUEST_URL = "https://request.example.lambda-url.us-east-1.on.aws/"
+#: Who requests the rollouts of these tests (signed caller of the request function); approvers are others.
+REQUESTER = "arn:aws:iam::123456789012:user/hana"
+#: Who approves by default.
+APPROVER = "arn:aws:iam::123456789012:user/ayumi"
 POINTER_PREFIX = "/manga-llm-fleet/models"
 
 
@@ -164,6 +174,7 @@ def deploy(core: CoreResources | None = None) -> RolloutWorkflow:
         "APPROVAL_TABLE": approvals,
         "APPROVAL_URL": APPROVAL_URL,
         "MODEL_POINTER_PREFIX": POINTER_PREFIX,
+        "ROLLOUT_STATE_MACHINE_ARN": rollout,
         "FLEET_CONFIG_PATH": str(FLEET),
         "MODEL_EXECUTION_ROLE_ARN": ROLE,
         "MODEL_IMAGE_REPOSITORY": IMAGE_REPOSITORY,
@@ -201,45 +212,72 @@ def approval_link(workflow: RolloutWorkflow, decision: str, execution_arn: str, 
     raise TimeoutError(f"no approval request arrived in {timeout_s} s")
 
 
-def url_event(method: str, link: str, caller: str | None, body: dict[str, str] | None = None) -> dict[str, Any]:
-    """The event Lambda passes for a function URL request signed by ``caller`` (payload format 2.0)."""
+def url_event(
+    method: str, link: str, caller: str | None, body: dict[str, str] | None = None, json_body: Any = None
+) -> dict[str, Any]:
+    """The event Lambda passes for a function URL request signed by ``caller`` (payload format 2.0).
+
+    ``body`` is sent as a form, ``json_body`` as JSON.
+    """
     query = {k: v[0] for k, v in parse_qs(urlparse(link).query).items()}
     authorizer = {"iam": {"userArn": caller, "accountId": ACCOUNT_ID, "callerId": "AIDAEXAMPLE"}} if caller else {}
+    content_type, text = "application/x-www-form-urlencoded", urlencode(body) if body is not None else None
+    if json_body is not None:
+        content_type, text = "application/json", json.dumps(json_body)
     return {
         "version": "2.0",
         "rawPath": "/",
         "rawQueryString": urlparse(link).query,
         "queryStringParameters": query or None,
-        "headers": {"content-type": "application/x-www-form-urlencoded", "host": urlparse(APPROVAL_URL).netloc},
+        "headers": {"content-type": content_type, "host": urlparse(link).netloc},
         "requestContext": {
             "http": {"method": method, "path": "/", "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": "x"},
             "authorizer": authorizer,
             "timeEpoch": int(datetime.now(UTC).timestamp() * 1000),
             "requestId": "req",
             "stage": "$default",
-            "domainName": urlparse(APPROVAL_URL).netloc,
+            "domainName": urlparse(link).netloc,
         },
-        "body": urlencode(body) if body is not None else None,
+        "body": text,
         "isBase64Encoded": False,
     }
 
 
-def open_link(link: str, caller: str | None = "arn:aws:iam::123456789012:user/ayumi") -> dict[str, Any]:
-    """GET the link through the approval endpoint's real handler (what a browser or mail scanner does)."""
-    result: dict[str, Any] = load_handler_module("approval_endpoint").lambda_handler(
-        url_event("GET", link, caller), FakeLambdaContext(function_name="approval-endpoint")
+def _call(folder: str, event: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = load_handler_module(folder).lambda_handler(
+        event, FakeLambdaContext(function_name=folder.replace("_", "-"))
     )
     return result
 
 
-def submit(link: str, caller: str | None = "arn:aws:iam::123456789012:user/ayumi") -> dict[str, Any]:
+def request_rollout(request: dict[str, Any], caller: str | None = REQUESTER) -> dict[str, Any]:
+    """POST ``request`` to the rollout request function's real handler as ``caller``; its answer.
+
+    ``requested_by`` is dropped from ``request`` (the sample event carries one): the function sets it from
+    the signature and refuses a body that sets it.
+    """
+    body = {k: v for k, v in request.items() if k != "requested_by"}
+    return _call("rollout_request", url_event("POST", REQUEST_URL, caller, json_body=body))
+
+
+def start_rollout(request: dict[str, Any], caller: str = REQUESTER) -> str:
+    """:func:`request_rollout`, checked accepted; the execution ARN."""
+    answer = request_rollout(request, caller)
+    if answer["statusCode"] != 202:
+        raise RuntimeError(f"rollout request refused: {answer['statusCode']} {answer['body']}")
+    return str(json.loads(answer["body"])["execution_arn"])
+
+
+def open_link(link: str, caller: str | None = APPROVER) -> dict[str, Any]:
+    """GET the link through the approval endpoint's real handler (what a browser or mail scanner does)."""
+    return _call("approval_endpoint", url_event("GET", link, caller))
+
+
+def submit(link: str, caller: str | None = APPROVER) -> dict[str, Any]:
     """POST the confirmation form for ``link`` through the approval endpoint's real handler."""
     query = {k: v[0] for k, v in parse_qs(urlparse(link).query).items()}
-    result: dict[str, Any] = load_handler_module("approval_endpoint").lambda_handler(
-        url_event("POST", APPROVAL_URL, caller, {"id": query.get("id", ""), "decision": query.get("decision", "")}),
-        FakeLambdaContext(function_name="approval-endpoint"),
-    )
-    return result
+    form = {"id": query.get("id", ""), "decision": query.get("decision", "")}
+    return _call("approval_endpoint", url_event("POST", APPROVAL_URL, caller, form))
 
 
 def put_variant_metrics(

@@ -1,14 +1,18 @@
 """Approval endpoint behind an IAM-authorised Lambda function URL (``AuthType: AWS_IAM``).
 
 GET shows a confirmation page and changes nothing (mail scanners prefetch links); its form POSTs the
-decision. POST consumes the single-use approval id, answers the waiting rollout through Step
-Functions and records who decided (the caller's IAM identity from the signed request). Neither the
-approval id nor the task token is logged; the event is not logged.
+decision. POST decides the single-use approval, as the caller's IAM identity from the signed request
+(never the person who requested the rollout): claimed, answered to the waiting rollout through Step
+Functions, audited, then marked used. ``fleetctl rollout approve|reject`` POSTs JSON instead
+(``{"rollout_id", "decision", "note"}``, the step the rollout waits at) and gets JSON back. This URL is
+the only way to decide: no person holds states:SendTask* or write access to the approval table.
+Neither the approval id nor the task token is logged; the event is not logged.
 """
 
 from __future__ import annotations
 
 import html
+import json
 from datetime import UTC, datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
@@ -17,8 +21,15 @@ from urllib.parse import parse_qs
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.event_handler import LambdaFunctionUrlResolver, Response
 
+from fleetops.aws.audit_table import AuditTable
 from fleetops.rollout.approval import ApprovalRefusedError
-from fleetops.rollout.approval_gate import DecideDeps, TaskGoneError, submit_decision
+from fleetops.rollout.approval_gate import (
+    DecideDeps,
+    DecisionResult,
+    TaskGoneError,
+    submit_decision,
+    submit_for_rollout,
+)
 from fleetops.rollout.approval_table import ApprovalTable
 from fleetops.rollout.task_callback import TaskCallback
 from fleetops.settings import CommonSettings
@@ -42,7 +53,7 @@ settings = Settings.from_env()
 @cache
 def dependencies() -> DecideDeps:
     """AWS adapters, built once per execution environment on its first decision (the page itself needs none)."""
-    return TaskCallback().decide_deps(ApprovalTable(settings.approval_table))
+    return TaskCallback().decide_deps(ApprovalTable(settings.approval_table), AuditTable(settings.audit_table).write)
 
 
 def _page(status: int, title: str, body: str) -> Response[str]:
@@ -81,11 +92,53 @@ def confirm() -> Response[str]:
     return _page(200, f"Confirm: {decision} rollout step", form)
 
 
+def _caller() -> str:
+    return app.current_event.request_context.authorizer.iam.user_arn or ""
+
+
+def _json(status: int, body: dict[str, Any]) -> Response[str]:
+    return Response(
+        status_code=status,
+        content_type="application/json",
+        body=json.dumps(body),
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+def _decide_json(caller: str) -> Response[str]:
+    """The CLI's POST: ``{"rollout_id", "decision", "note"?}`` in, the decision or the refusal as JSON out."""
+    try:
+        body = json.loads(app.current_event.decoded_body or "")
+    except ValueError:
+        body = None
+    if not isinstance(body, dict) or not isinstance(body.get("rollout_id"), str):
+        return _json(400, {"error": "malformed", "message": "the body is a JSON object with rollout_id and decision"})
+    decision = _decision(body.get("decision"))
+    if decision is None:
+        return _json(400, {"error": "malformed", "message": "decision must be approve or reject"})
+    note = str(body.get("note") or "")[:500]
+    try:
+        result = submit_for_rollout(body["rollout_id"], decision, caller, _request_time(), dependencies(), note=note)
+    except ApprovalRefusedError as exc:
+        logger.warning("approval refused", extra={"reason": exc.reason, "caller": caller})
+        return _json(exc.http_status, {"error": exc.reason, "message": str(exc)})
+    except TaskGoneError as exc:
+        return _json(410, {"error": "gone", "message": str(exc)})
+    _log_decided(result)
+    return _json(200, result.model_dump(mode="json"))
+
+
+def _log_decided(result: DecisionResult) -> None:
+    logger.info("approval decided", extra=result.model_dump())
+
+
 @app.post("/")
 def decide() -> Response[str]:
-    caller = app.current_event.request_context.authorizer.iam.user_arn
+    caller = _caller()
     if not caller:  # AWS_IAM auth always provides one; refuse rather than record an anonymous decision
         return _page(403, "Not signed in", "<p>The request carries no IAM identity.</p>")
+    if (app.current_event.headers.get("content-type") or "").startswith("application/json"):
+        return _decide_json(caller)
     form = parse_qs(app.current_event.decoded_body or "")
     decision = _decision((form.get("decision") or [""])[0])
     if decision is None:
@@ -97,7 +150,7 @@ def decide() -> Response[str]:
         return _page(exc.http_status, "Approval refused", f"<p>{html.escape(str(exc))}</p>")
     except TaskGoneError as exc:
         return _page(410, "Too late", f"<p>{html.escape(str(exc))}</p>")
-    logger.info("approval decided", extra=result.model_dump())
+    _log_decided(result)
     done = {"approve": "approved", "reject": "rejected"}[decision]
     return _page(
         200,

@@ -22,6 +22,7 @@ ENVIRONMENT = {
     "CALENDAR_TABLE": "calendar",
     "APPROVAL_TABLE": "approvals",
     "APPROVAL_URL": "https://approve.example.com/",
+    "ROLLOUT_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:manga-llm-fleet-canary-rollout",
     "MODEL_POINTER_PREFIX": "/manga-llm-fleet/models",
     "MODEL_EXECUTION_ROLE_ARN": "arn:aws:iam::123456789012:role/manga-llm-sagemaker-execution",
     "MODEL_IMAGE_REPOSITORY": "123456789012.dkr.ecr.us-east-1.amazonaws.com/manga-llm",

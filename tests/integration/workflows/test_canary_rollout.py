@@ -39,9 +39,12 @@ def pointer() -> dict[str, Any]:
 def test_all_steps_pass_with_approvals_and_the_new_model_serves_100_percent(rollout: wf.RolloutWorkflow) -> None:
     request = rollout_request(steps=[5, 25, 50, 75, 100], approval_steps=[50, 100])
     with wf.traffic(canary=HEALTHY, primary=HEALTHY):
-        execution = wf.start(rollout.rollout_arn, request, name=request["rollout_id"])
+        execution = wf.start_rollout(request)
         for _ in (50, 100):
             link = wf.approval_link(rollout, "approve", execution)
+            # The person who requested the rollout may not approve it; another person may.
+            own = wf.submit(link, caller=wf.REQUESTER)
+            assert own["statusCode"] == 403 and "may not decide its approvals" in own["body"], own["body"]
             page = wf.submit(link)
             assert page["statusCode"] == 200, page["body"]
         result = wf.wait(execution, timeout_s=90)
@@ -66,8 +69,21 @@ def test_all_steps_pass_with_approvals_and_the_new_model_serves_100_percent(roll
         TableName=rollout.registry_table, Key={"model_name": {"S": "manga-llama"}, "version": {"S": "v7"}}
     )["Item"]
     assert item["endpoint_config_name"]["S"] == "manga-chat-llama-q4-v7-final"
-    actions = [(r.action, r.outcome) for r in AuditTable(rollout.audit_table).list(wf.ENDPOINT)]
-    assert actions == [("rollout-start", "applied"), ("rollout-promote", "applied")]
+    records = AuditTable(rollout.audit_table).list(wf.ENDPOINT)
+    actions = [(r.action, r.outcome) for r in records]
+    assert actions == [
+        ("rollout-start", "applied"),
+        ("approve", "applied"),
+        ("approve", "applied"),
+        ("rollout-promote", "applied"),
+    ]
+    # One audit record per decision: who decided, at which step, for whose request.
+    decisions = [(r.actor, r.after) for r in records if r.action == "approve"]
+    assert [(actor, after and after["step_weight"], after and after["decided_by"]) for actor, after in decisions] == [
+        ("approval", 50, wf.APPROVER),
+        ("approval", 100, wf.APPROVER),
+    ]
+    assert all(after and after["requested_by"] == wf.REQUESTER for _, after in decisions)
     assert "Item" not in boto3.client("dynamodb").get_item(
         TableName=rollout.lease_table, Key={"endpoint_name": {"S": wf.ENDPOINT}}
     )
@@ -92,7 +108,7 @@ def assert_rolled_back(rollout: wf.RolloutWorkflow, result: dict[str, Any], erro
 def test_reject_at_an_approval_rolls_back_to_the_old_model(rollout: wf.RolloutWorkflow) -> None:
     request = rollout_request(approval_steps=[25])
     with wf.traffic(canary=HEALTHY, primary=HEALTHY):
-        execution = wf.start(rollout.rollout_arn, request, name=request["rollout_id"])
+        execution = wf.start_rollout(request)
         page = wf.submit(wf.approval_link(rollout, "reject", execution), caller="arn:aws:iam::123456789012:user/kenji")
         result = wf.wait(execution, timeout_s=60)
 
@@ -144,9 +160,18 @@ def test_a_request_that_tightens_the_ttft_check_fails_a_regression_the_declared_
 def test_approval_timeout_rolls_back(rollout: wf.RolloutWorkflow) -> None:
     request = rollout_request(approval_steps=[5], approval={"timeout_seconds": 3, "heartbeat_seconds": 2})
     with wf.traffic(canary=HEALTHY, primary=HEALTHY):
-        execution = wf.start(rollout.rollout_arn, request, name=request["rollout_id"])
+        execution = wf.start_rollout(request)
         link = wf.approval_link(rollout, "approve", execution)
+        [stored] = boto3.client("dynamodb").scan(TableName=rollout.approval_table)["Items"]
         result = wf.wait(execution, timeout_s=60)
+
+    # The link expires when Step Functions stops waiting: the heartbeat (2 s), sooner than the timeout (3 s).
+    entered = next(
+        e["timestamp"]
+        for e in boto3.client("stepfunctions").get_execution_history(executionArn=execution)["events"]
+        if e.get("stateEnteredEventDetails", {}).get("name") == "RequestApproval"
+    )
+    assert abs(int(stored["expires_at"]["N"]) - (entered.timestamp() + 2)) <= 1  # whole seconds in the table
 
     assert result["cause"].startswith(("States.HeartbeatTimeout", "States.Timeout")), result
     assert_rolled_back(rollout, result, "States.")
@@ -245,7 +270,7 @@ def test_approval_links_are_single_use_cannot_be_forged_and_never_logged(
 ) -> None:
     request = rollout_request(approval_steps=[5], steps=[5, 100])
     with wf.traffic(canary=HEALTHY, primary=HEALTHY):
-        execution = wf.start(rollout.rollout_arn, request, name=request["rollout_id"])
+        execution = wf.start_rollout(request)
         link = wf.approval_link(rollout, "approve", execution)
         [stored] = boto3.client("dynamodb").scan(TableName=rollout.approval_table)["Items"]
         token = stored["task_token"]["S"]

@@ -6,7 +6,16 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from fleetops.rollout.approval import ApprovalRecord, ApprovalRefusedError, approval_key, check_usable, new_approval_id
+from fleetops.rollout.approval import (
+    ApprovalRecord,
+    ApprovalRefusedError,
+    approval_key,
+    check_not_requester,
+    check_usable,
+    decision_deadline,
+    new_approval_id,
+    principal,
+)
 
 NOW = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 
@@ -60,3 +69,49 @@ def test_a_pending_unexpired_approval_is_usable_and_its_token_stays_out_of_repr(
     pending = record()
     assert check_usable(pending, NOW) is pending
     assert "secret-token" not in repr(pending)
+
+
+@pytest.mark.parametrize(
+    ("one", "other", "same"),
+    [
+        ("arn:aws:iam::123456789012:user/alice", "arn:aws:sts::123456789012:user/alice", True),
+        ("arn:aws:iam::123456789012:user/alice", "arn:aws:iam::123456789012:user/team/alice", True),
+        (
+            "arn:aws:sts::123456789012:assumed-role/Deployer/alice",
+            "arn:aws:sts::123456789012:assumed-role/Deployer/alice",
+            True,
+        ),
+        # Another session of the same role is another person (SSO and federation name the session after them).
+        (
+            "arn:aws:sts::123456789012:assumed-role/Deployer/alice",
+            "arn:aws:sts::123456789012:assumed-role/Deployer/bob",
+            False,
+        ),
+        # The role itself is not any one of its sessions.
+        ("arn:aws:iam::123456789012:role/Deployer", "arn:aws:sts::123456789012:assumed-role/Deployer/alice", False),
+        ("arn:aws:iam::123456789012:user/alice", "arn:aws:iam::210987654321:user/alice", False),
+        ("arn:aws:iam::123456789012:user/alice", "arn:aws:iam::123456789012:user/Alice", False),
+        ("arn:aws:iam::123456789012:user/alice", "arn:aws:sts::123456789012:assumed-role/alice/alice", False),
+    ],
+)
+def test_the_same_person_is_the_same_user_or_the_same_session_of_the_same_role(
+    one: str, other: str, same: bool
+) -> None:
+    assert (principal(one) == principal(other)) is same
+    rec = record(requested_by=one)
+    if same:
+        with pytest.raises(ApprovalRefusedError) as raised:
+            check_not_requester(rec, other)
+        assert (raised.value.reason, raised.value.http_status) == ("own_rollout", 403)
+    else:
+        check_not_requester(rec, other)
+
+
+def test_an_approval_that_does_not_say_who_requested_it_cannot_be_decided() -> None:
+    with pytest.raises(ApprovalRefusedError, match="does not say who requested it"):
+        check_not_requester(record(), "arn:aws:iam::123456789012:user/bob")
+
+
+@pytest.mark.parametrize(("timeout", "heartbeat", "after"), [(86400, 14400, 14400), (600, 600, 600), (600, None, 600)])
+def test_the_deadline_is_when_step_functions_stops_waiting(timeout: int, heartbeat: int | None, after: int) -> None:
+    assert decision_deadline(NOW, timeout, heartbeat) == int(NOW.timestamp()) + after

@@ -1,8 +1,9 @@
 """Approval ids: opaque, short-lived, single-use stand-ins for a Step Functions task token.
 
 The link an approver receives carries only the approval id. The table stores the task token under
-the SHA-256 of that id (so a read of the table does not yield usable links), with an expiry and a
-status that a conditional write moves from ``pending`` to ``used`` exactly once.
+the SHA-256 of that id (so a read of the table does not yield usable links), with an expiry (the moment
+Step Functions gives up waiting), who requested the rollout, and a status that conditional writes move
+from ``pending`` to ``claimed`` (one caller is sending its decision) to ``used`` once Step Functions took it.
 """
 
 from __future__ import annotations
@@ -16,12 +17,27 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 Decision = Literal["approve", "reject"]
-RefusalReason = Literal["malformed", "unknown", "used", "expired"]
+RefusalReason = Literal["malformed", "unknown", "used", "expired", "own_rollout", "claimed"]
+Status = Literal["pending", "claimed", "used"]
 
 _ID = re.compile(r"^[A-Za-z0-9_-]{43}$")  # secrets.token_urlsafe(32)
 
 #: HTTP status per refusal, as the approval page answers it.
-HTTP_STATUS: dict[RefusalReason, int] = {"malformed": 400, "unknown": 404, "used": 409, "expired": 410}
+HTTP_STATUS: dict[RefusalReason, int] = {
+    "malformed": 400,
+    "unknown": 404,
+    "used": 409,
+    "expired": 410,
+    "own_rollout": 403,
+    "claimed": 409,
+}
+
+#: How long a claim keeps other approvers out while its caller sends the decision to Step Functions. A caller
+#: that died between claim and send leaves a claim that lapses after this, so the approval is not lost.
+CLAIM_SECONDS = 60
+
+_ASSUMED_ROLE = re.compile(r"^arn:(?P<p>[\w-]+):sts::(?P<acct>\d{12}):assumed-role/(?P<role>[^/]+)/(?P<session>.+)$")
+_IAM = re.compile(r"^arn:(?P<p>[\w-]+):(?:iam|sts)::(?P<acct>\d{12}):(?P<kind>user|role|root)(?:/(?P<rest>.+))?$")
 
 
 class ApprovalRefusedError(Exception):
@@ -45,10 +61,12 @@ class ApprovalRecord(BaseModel):
     step_weight: int
     summary: str
     expires_at: int = Field(description="epoch seconds")
-    status: Literal["pending", "used"] = "pending"
+    requested_by: str = Field(default="", description="the signed caller who requested the rollout")
+    status: Status = "pending"
     decision: Decision | None = None
     decided_by: str | None = None
     decided_at: str | None = None
+    claimed_until: int | None = Field(default=None, description="epoch seconds; a lapsed claim frees the approval")
 
 
 def new_approval_id() -> str:
@@ -77,8 +95,13 @@ def approval_key(approval_id: str) -> str:
     return hashlib.sha256(approval_id.encode()).hexdigest()
 
 
-def check_usable(record: ApprovalRecord | None, now: datetime) -> ApprovalRecord:
-    """Explain why an approval cannot be used, or return it when it can.
+def check_usable(
+    record: ApprovalRecord | None, now: datetime, caller: str | None = None, decision: Decision | None = None
+) -> ApprovalRecord:
+    """Explain why an approval cannot be used (by ``caller`` for ``decision``), or return it when it can.
+
+    A claim is another caller's decision being sent to Step Functions; the same caller retrying the same
+    decision may go on (its send failed or its answer was lost), anyone may once the claim has lapsed.
 
     Examples
     --------
@@ -96,4 +119,82 @@ def check_usable(record: ApprovalRecord | None, now: datetime) -> ApprovalRecord
         )
     if int(now.timestamp()) >= record.expires_at:
         raise ApprovalRefusedError("expired", "this approval link has expired; the rollout has moved on")
+    claimed = record.status == "claimed" and int(now.timestamp()) < (record.claimed_until or 0)
+    if claimed and (record.decided_by, record.decision) != (caller, decision):
+        raise ApprovalRefusedError(
+            "claimed",
+            f"{record.decided_by} is submitting '{record.decision}' for this step right now; "
+            "look at the rollout again in a minute",
+        )
     return record
+
+
+def principal(arn: str) -> str:
+    """The person behind an IAM ARN, as compared for "approver is not the requester".
+
+    The same person is the same IAM user, or the same session name under the same role: an assumed-role
+    session ARN (``sts::...:assumed-role/Role/alice``) is named by role and session, since SSO and
+    federation set the session name to the person. A role ARN without a session (``iam::...:role/Role``)
+    is the role itself, kept distinct from any session of it. Paths (``user/team/alice``) are dropped
+    (IAM names are unique per account whatever the path); case is kept, as IAM keeps it.
+
+    Examples
+    --------
+    >>> principal("arn:aws:sts::123456789012:assumed-role/Deployer/alice")
+    'arn:aws:123456789012:role/Deployer/session/alice'
+    >>> principal("arn:aws:iam::123456789012:user/team-a/alice") == principal("arn:aws:iam::123456789012:user/alice")
+    True
+    >>> principal("arn:aws:iam::123456789012:role/Deployer")
+    'arn:aws:123456789012:role/Deployer'
+    """
+    found = _ASSUMED_ROLE.fullmatch(arn)
+    if found:
+        return f"arn:{found['p']}:{found['acct']}:role/{found['role']}/session/{found['session']}"
+    found = _IAM.fullmatch(arn)
+    if not found:
+        return arn
+    name = (found["rest"] or "").rsplit("/", 1)[-1]
+    return f"arn:{found['p']}:{found['acct']}:{found['kind']}" + (f"/{name}" if name else "")
+
+
+def check_not_requester(record: ApprovalRecord, caller: str) -> None:
+    """Refuse a decision by the person who requested the rollout (a second person approves).
+
+    Examples
+    --------
+    >>> rec = ApprovalRecord(approval_key="k", task_token="t", rollout_id="v7", endpoint_name="e", step_weight=5,
+    ...     summary="", expires_at=0, requested_by="arn:aws:iam::123456789012:user/alice")
+    >>> check_not_requester(rec, "arn:aws:sts::123456789012:user/alice")
+    Traceback (most recent call last):
+    ...
+    fleetops.rollout.approval.ApprovalRefusedError: arn:aws:sts::123456789012:user/alice requested rollout v7 and \
+may not decide its approvals: another person must approve or reject it
+    """
+    if not record.requested_by:  # a row written before requesters were recorded: nobody can tell who asked
+        raise ApprovalRefusedError(
+            "own_rollout",
+            f"the approval of rollout {record.rollout_id} does not say who requested it; "
+            "it cannot be decided here (let it time out, or abort the rollout)",
+        )
+    if principal(caller) == principal(record.requested_by):
+        raise ApprovalRefusedError(
+            "own_rollout",
+            f"{caller} requested rollout {record.rollout_id} and may not decide its approvals: "
+            "another person must approve or reject it",
+        )
+
+
+def decision_deadline(entered: datetime, timeout_seconds: int, heartbeat_seconds: int | None) -> int:
+    """When Step Functions stops waiting for the approval task (epoch seconds).
+
+    The task fails at ``TimeoutSeconds`` after the state was entered, or at ``HeartbeatSeconds`` when no
+    heartbeat arrives first; nothing sends heartbeats for an approval, so the sooner of the two is the end.
+
+    Examples
+    --------
+    >>> from datetime import UTC
+    >>> decision_deadline(datetime(2026, 12, 4, 10, 0, tzinfo=UTC), 86400, 14400) - 1796378400
+    14400
+    """
+    limits = [timeout_seconds] + ([heartbeat_seconds] if heartbeat_seconds else [])
+    return int(entered.timestamp()) + min(limits)

@@ -1,7 +1,9 @@
-"""Ask for an approval (issue an id, store the token, notify) and take a decision (consume the id once).
+"""Ask for an approval (issue an id, store the token, notify) and take a decision (once, by another person).
 
 The two halves of the human approval gate. The task token never leaves the approval table and the
-Step Functions call; the approver only ever sees the opaque approval id.
+Step Functions call; the approver only ever sees the opaque approval id. A decision is claimed, sent to
+Step Functions, audited and only then marked used: a send that fails gives the claim back, so the
+decision is never lost in between.
 """
 
 from __future__ import annotations
@@ -9,22 +11,44 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Protocol
 from urllib.parse import urlencode
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from fleetops.rollout.approval import ApprovalRecord, Decision, approval_key, new_approval_id
+from fleetops.audit import AuditRecord, record_id_time
+from fleetops.rollout.approval import (
+    ApprovalRecord,
+    ApprovalRefusedError,
+    Decision,
+    approval_key,
+    check_not_requester,
+    check_usable,
+    decision_deadline,
+    new_approval_id,
+)
 
 #: Error name the rollout sees when an approver rejects (its Catch sends it to rollback).
 REJECTED_ERROR = "RolloutRejected"
 
 
+#: The audit trail's actor for approval decisions.
+AUDIT_ACTOR = "approval"
+
+
 class ApprovalStore(Protocol):
     def put(self, record: ApprovalRecord) -> None: ...
 
-    def consume(self, key: str, decision: Decision, decided_by: str, now: datetime) -> ApprovalRecord: ...
+    def get(self, key: str) -> ApprovalRecord | None: ...
+
+    def pending(self, rollout_id: str) -> list[ApprovalRecord]: ...
+
+    def claim(self, key: str, decision: Decision, decided_by: str, now: datetime) -> ApprovalRecord: ...
+
+    def release(self, key: str, decided_by: str) -> None: ...
+
+    def complete(self, key: str, decision: Decision, decided_by: str, now: datetime) -> None: ...
 
 
 class TaskGoneError(RuntimeError):
@@ -41,8 +65,10 @@ class ApprovalRequest(BaseModel):
     endpoint_name: str
     step_weight: int
     analysis_summary: str
+    requested_by: str
     timeout_seconds: int
-    now: datetime
+    heartbeat_seconds: int | None = None
+    now: datetime = Field(description="the RequestApproval state's entered time: the task's clocks start there")
 
 
 @dataclass(frozen=True)
@@ -53,8 +79,9 @@ class NotifyDeps:
 
 
 def request_approval(request: ApprovalRequest, deps: NotifyDeps) -> ApprovalRecord:
-    """Issue a single-use approval id valid for the approval timeout, store the token, notify the team."""
+    """Issue a single-use approval id valid until Step Functions stops waiting, store the token, notify the team."""
     approval_id = new_approval_id()
+    expires_at = decision_deadline(request.now, request.timeout_seconds, request.heartbeat_seconds)
     record = ApprovalRecord(
         approval_key=approval_key(approval_id),
         task_token=request.task_token,
@@ -62,17 +89,19 @@ def request_approval(request: ApprovalRequest, deps: NotifyDeps) -> ApprovalReco
         endpoint_name=request.endpoint_name,
         step_weight=request.step_weight,
         summary=request.analysis_summary,
-        expires_at=int(request.now.timestamp()) + request.timeout_seconds,
+        expires_at=expires_at,
+        requested_by=request.requested_by,
     )
     deps.store.put(record)
     links = {d: f"{deps.approval_url}?{urlencode({'id': approval_id, 'decision': d})}" for d in ("approve", "reject")}
     message = (
         f"Rollout {request.rollout_id} on {request.endpoint_name} waits for approval at {request.step_weight}% canary "
-        f"traffic.\n\nAnalysis: {request.analysis_summary}\n\n"
+        f"traffic.\nRequested by {request.requested_by} (who may not approve it).\n\n"
+        f"Analysis: {request.analysis_summary}\n\n"
         f"Approve: {links['approve']}\nReject:  {links['reject']}\n\n"
-        f"The links open a confirmation page (signed-in AWS identity required), work once and expire in "
-        f"{request.timeout_seconds} s. Operators can also decide in the Step Functions console or with "
-        "`aws stepfunctions send-task-success` / `send-task-failure`."
+        f"The links open a confirmation page (signed-in AWS identity required), work once and expire at "
+        f"{datetime.fromtimestamp(expires_at, UTC).isoformat()} (the rollout rolls back then). Operators can also "
+        f"decide with `fleetctl rollout approve|reject {request.rollout_id}`."
     )
     deps.publish(f"Approve rollout {request.rollout_id} at {request.step_weight}%?"[:100], message)
     return record
@@ -83,6 +112,7 @@ class DecideDeps:
     store: ApprovalStore
     send_success: Callable[[str, str], None]  # (task token, output JSON)
     send_failure: Callable[[str, str, str], None]  # (task token, error, cause)
+    audit: Callable[[AuditRecord], object]  # one record per decision Step Functions accepted
 
 
 class DecisionResult(BaseModel):
@@ -103,29 +133,70 @@ def submit_decision(
     Raises
     ------
     ApprovalRefusedError
-        Malformed, unknown, already used or expired id; nothing is sent to Step Functions.
+        Malformed, unknown, already used, expired or claimed id, or the caller requested the rollout;
+        nothing is sent to Step Functions.
     TaskGoneError
         The id was valid but the rollout no longer waits (raised by ``send_*``).
     """
     return decide(approval_key(approval_id), decision, decided_by, now, deps)
 
 
+def submit_for_rollout(
+    rollout_id: str, decision: Decision, decided_by: str, now: datetime, deps: DecideDeps, note: str = ""
+) -> DecisionResult:
+    """:func:`submit_decision` for the step ``rollout_id`` waits at (``fleetctl rollout approve|reject``).
+
+    The CLI has no link (the approval id exists only in the mail); the signed caller is the approver either
+    way, so deciding by rollout id grants nothing the link would not.
+    """
+    usable = [r for r in deps.store.pending(rollout_id) if r.expires_at > int(now.timestamp())]
+    if not usable:
+        raise ApprovalRefusedError("unknown", f"rollout {rollout_id!r} does not wait for an approval now")
+    return decide(usable[0].approval_key, decision, decided_by, now, deps, note=note)
+
+
 def decide(
     key: str, decision: Decision, decided_by: str, now: datetime, deps: DecideDeps, note: str = ""
 ) -> DecisionResult:
-    """:func:`submit_decision` for a caller that found the pending approval by its table key, not by a link.
+    """:func:`submit_decision` by the approval's table key. ``note`` (why) goes with the decision.
 
-    ``fleetctl rollout approve`` finds the approval a rollout waits at in the approval table (the link's id
-    exists only in the mail) and decides through the same single-use consume and the same SendTask call.
-    ``note`` (why) goes with a rejection's cause.
+    Claim, send, audit, then mark used. A send Step Functions refuses for good (the task is gone) or
+    that fails (throttled, unreachable) releases the claim, so the decision can be made again.
     """
-    record = deps.store.consume(key, decision, decided_by, now)
-    if decision == "approve":
-        output: dict[str, Any] = {"approved": True, "approved_by": decided_by, "decided_at": now.isoformat()}
-        deps.send_success(record.task_token, json.dumps(output))
-    else:
-        why = f": {note}" if note else ""
-        deps.send_failure(record.task_token, REJECTED_ERROR, f"rejected by {decided_by} at {now.isoformat()}{why}")
+    found = check_usable(deps.store.get(key), now, decided_by, decision)
+    check_not_requester(found, decided_by)
+    record = deps.store.claim(key, decision, decided_by, now)
+    why = f": {note}" if note else ""
+    try:
+        if decision == "approve":
+            output: dict[str, Any] = {"approved": True, "approved_by": decided_by, "decided_at": now.isoformat()}
+            deps.send_success(record.task_token, json.dumps(output))
+        else:
+            deps.send_failure(record.task_token, REJECTED_ERROR, f"rejected by {decided_by} at {now.isoformat()}{why}")
+    except BaseException:
+        deps.store.release(key, decided_by)
+        raise
+    deps.audit(
+        AuditRecord(
+            endpoint_name=record.endpoint_name,
+            actor=AUDIT_ACTOR,
+            trigger=record.rollout_id,
+            action=decision,
+            reason=f"{decision} rollout {record.rollout_id} at {record.step_weight}% by {decided_by}{why}",
+            outcome="applied",
+            after={
+                "rollout_id": record.rollout_id,
+                "step_weight": record.step_weight,
+                "decision": decision,
+                "decided_by": decided_by,
+                "requested_by": record.requested_by,
+            },
+            at=now,
+            # One approval key is one decision: the key makes the record id unique per decision.
+            record_id=f"{record_id_time(now)}#approval-{key[:16]}",
+        )
+    )
+    deps.store.complete(key, decision, decided_by, now)
     return DecisionResult(
         rollout_id=record.rollout_id,
         endpoint_name=record.endpoint_name,

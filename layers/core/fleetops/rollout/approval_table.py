@@ -1,4 +1,4 @@
-"""DynamoDB adapter for pending approvals: store once, consume exactly once (conditional writes)."""
+"""DynamoDB adapter for pending approvals: store once; claim, then complete or release (conditional writes)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from botocore.exceptions import ClientError
 
 from fleetops.aws import clients
 from fleetops.aws.retry import error_code
-from fleetops.rollout.approval import ApprovalRecord, Decision, check_usable
+from fleetops.rollout.approval import CLAIM_SECONDS, ApprovalRecord, Decision, check_usable
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBServiceResource
@@ -37,10 +37,13 @@ class ApprovalTable:
         )
 
     def pending(self, rollout_id: str) -> list[ApprovalRecord]:
-        """The pending approvals of ``rollout_id``, latest expiry first (a rollout waits at one step at a time)."""
+        """The undecided (pending or claimed) approvals of ``rollout_id``, latest expiry first.
+
+        A rollout waits at one step at a time, so the first is the one it waits at.
+        """
         found: list[ApprovalRecord] = []
         kwargs: dict[str, Any] = {
-            "FilterExpression": Attr("rollout_id").eq(rollout_id) & Attr("status").eq("pending"),
+            "FilterExpression": Attr("rollout_id").eq(rollout_id) & Attr("status").is_in(["pending", "claimed"]),
             "ConsistentRead": True,
         }
         while True:
@@ -54,38 +57,67 @@ class ApprovalTable:
         item = self._table.get_item(Key={APPROVAL_PK: key}, ConsistentRead=True).get("Item")
         return ApprovalRecord.model_validate(_plain(item)) if item else None
 
-    def consume(self, key: str, decision: Decision, decided_by: str, now: datetime) -> ApprovalRecord:
-        """Mark the approval used by ``decided_by`` and return it (with its task token).
+    def claim(self, key: str, decision: Decision, decided_by: str, now: datetime) -> ApprovalRecord:
+        """Record ``decided_by``'s ``decision`` as being sent and return the approval (with its task token).
 
-        One conditional update does it, so two concurrent submissions cannot both succeed.
+        One conditional update does it, so two approvers cannot both send. The same caller may claim again
+        with the same decision (a retry after a failed send), anyone may once a claim has lapsed.
 
         Raises
         ------
         ApprovalRefusedError
-            Unknown, already used or expired (the reason is read back after a lost condition).
+            Unknown, already used, expired or claimed by another (the reason is read back after a lost condition).
         """
+        at = int(now.timestamp())
         try:
             result = self._table.update_item(
                 Key={APPROVAL_PK: key},
-                UpdateExpression="SET #s = :used, decision = :d, decided_by = :by, decided_at = :at",
-                ConditionExpression="attribute_exists(#k) AND #s = :pending AND expires_at > :now",
+                UpdateExpression="SET #s = :claimed, decision = :d, decided_by = :by, claimed_until = :until",
+                ConditionExpression=(
+                    "attribute_exists(#k) AND expires_at > :now AND (#s = :pending OR (#s = :claimed AND "
+                    "(claimed_until <= :now OR (decided_by = :by AND decision = :d))))"
+                ),
                 ExpressionAttributeNames={"#k": APPROVAL_PK, "#s": "status"},
                 ExpressionAttributeValues={
-                    ":used": "used",
+                    ":claimed": "claimed",
                     ":pending": "pending",
                     ":d": decision,
                     ":by": decided_by,
-                    ":at": now.isoformat(),
-                    ":now": int(now.timestamp()),
+                    ":now": at,
+                    ":until": at + CLAIM_SECONDS,
                 },
                 ReturnValues="ALL_NEW",
             )
         except ClientError as exc:
             if not _condition_failed(exc):
                 raise
-            check_usable(self.get(key), now)  # raises with the precise reason
+            check_usable(self.get(key), now, decided_by, decision)  # raises with the precise reason
             raise  # pragma: no cover - the condition failed, so check_usable always raises
         return ApprovalRecord.model_validate(_plain(result["Attributes"]))
+
+    def release(self, key: str, decided_by: str) -> None:
+        """Give ``decided_by``'s claim back (Step Functions did not take the decision): others may decide."""
+        try:
+            self._table.update_item(
+                Key={APPROVAL_PK: key},
+                UpdateExpression="SET #s = :pending REMOVE decision, decided_by, claimed_until",
+                ConditionExpression="#s = :claimed AND decided_by = :by",
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues={":claimed": "claimed", ":pending": "pending", ":by": decided_by},
+            )
+        except ClientError as exc:
+            if not _condition_failed(exc):  # not ours any more (lapsed and claimed again): nothing to give back
+                raise
+
+    def complete(self, key: str, decision: Decision, decided_by: str, now: datetime) -> None:
+        """Mark the approval used: Step Functions has accepted ``decided_by``'s decision, so this is the truth."""
+        self._table.update_item(
+            Key={APPROVAL_PK: key},
+            UpdateExpression="SET #s = :used, decision = :d, decided_by = :by, decided_at = :at REMOVE claimed_until",
+            ConditionExpression="attribute_exists(#k)",
+            ExpressionAttributeNames={"#k": APPROVAL_PK, "#s": "status"},
+            ExpressionAttributeValues={":used": "used", ":d": decision, ":by": decided_by, ":at": now.isoformat()},
+        )
 
 
 def _plain(item: dict[str, Any]) -> dict[str, Any]:

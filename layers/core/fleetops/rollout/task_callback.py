@@ -1,6 +1,7 @@
 """Answer the task token a rollout waits on at an approval step (Step Functions ``SendTaskSuccess``/``Failure``).
 
-The approval gate's last step, shared by the approval link's endpoint and ``fleetctl rollout approve/reject``.
+The approval gate's send step, made only by the approval endpoint (the link's POST and ``fleetctl rollout
+approve/reject`` both reach it through its signed URL).
 A token Step Functions no longer waits for (the approval timed out, the rollout was stopped or rolled back)
 is :class:`~fleetops.rollout.approval_gate.TaskGoneError`; the token itself is never logged nor put in a message.
 """
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from mypy_boto3_stepfunctions import SFNClient
+
+    from fleetops.audit import AuditRecord
 
 #: What Step Functions answers for a token it no longer waits for.
 GONE_CODES = frozenset({"TaskTimedOut", "TaskDoesNotExist", "InvalidToken"})
@@ -44,6 +47,6 @@ class TaskCallback:
     def send_failure(self, task_token: str, error: str, cause: str) -> None:
         self._answer(self._client.send_task_failure, taskToken=task_token, error=error, cause=cause)
 
-    def decide_deps(self, store: ApprovalStore) -> DecideDeps:
-        """What :func:`~fleetops.rollout.approval_gate.submit_decision` needs: the store, and this to answer."""
-        return DecideDeps(store=store, send_success=self.send_success, send_failure=self.send_failure)
+    def decide_deps(self, store: ApprovalStore, audit: Callable[[AuditRecord], object]) -> DecideDeps:
+        """What :func:`~fleetops.rollout.approval_gate.submit_decision` needs: the store, this to answer, the audit."""
+        return DecideDeps(store=store, send_success=self.send_success, send_failure=self.send_failure, audit=audit)
