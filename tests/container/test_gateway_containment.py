@@ -116,15 +116,35 @@ def test_oom_gets_one_compressed_retry_then_the_fallback_and_a_metric(tiny_model
         assert gw.metric_total("Fallbacks") == 2
 
 
+def test_an_engine_out_of_reach_is_never_named_in_an_answer(tiny_model: TinyModel, workdir: Path) -> None:
+    """The connection error names the engine's address (``Cannot connect to host 127.0.0.1:<port>``); a client
+    must get the documented answer without it."""
+    with OomEngineDouble() as double:
+        url = f"http://127.0.0.1:{double.port}"
+        with start_gateway(tiny_model, workdir, engine_url=url) as gw:
+            double.__exit__()  # its port closes: the next connection is refused, before the health check notices
+            models = httpx.get(f"{gw.url}/v1/models", timeout=30)
+            question = {"messages": [{"role": "user", "content": "still there?"}]}
+            answer = httpx.post(f"{gw.url}/invocations", json=question, timeout=30)
+    assert (models.status_code, models.json()["error"]["code"]) == (503, "engine_unavailable"), models.text
+    assert (answer.status_code, answer.headers["x-gateway-fallback"]) == (200, "engine_unavailable"), answer.text
+    for response in (models, answer):
+        assert "127.0.0.1" not in response.text and f":{double.port}" not in response.text, response.text
+
+
 def test_a_request_past_the_deadline_is_cut_off_cleanly(
     tiny_model: TinyModel, vllm_engine: EngineHandle, workdir: Path
 ) -> None:
     # ~1600 tokens take the tiny CPU model several seconds: well past a 3 s deadline.
-    overrides = {"breaker": {"request_deadline_s": 3.0}, "budget": {"max_tokens_limit": 1600}}
+    overrides: dict[str, dict[str, Any]] = {
+        "breaker": {"request_deadline_s": 3.0},
+        "budget": {"max_tokens_limit": 1600},
+        "limits": {"min_tokens": 1600},
+    }
     long_answer = {
         "messages": [{"role": "user", "content": "tell me everything"}],
         "max_tokens": 1600,
-        "ignore_eos": True,
+        "min_tokens": 1600,
     }
     with start_gateway(tiny_model, workdir, engine_url=vllm_engine.base_url, overrides=overrides) as gw:
         streamed = httpx.post(f"{gw.url}/invocations", json={**long_answer, "stream": True}, timeout=30)

@@ -20,7 +20,8 @@ from devtools.tiny_model import TinyModel
 pytestmark = pytest.mark.container
 
 # The tiny model streams ~100-200 tokens/s per stream: long answers are still running at SIGTERM.
-OVERRIDES = {"drain": {"window_s": 20}, "budget": {"max_tokens_limit": 1600}}
+# Long answers on purpose: min_tokens (raised with the answer cap) keeps each stream going for seconds.
+OVERRIDES = {"drain": {"window_s": 20}, "budget": {"max_tokens_limit": 1600}, "limits": {"min_tokens": 1600}}
 HELLO = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
 STREAMS = 4
 CONTENT = b'"delta":{"content":'
@@ -39,7 +40,7 @@ class Stream:
 
 async def _read(url: str, index: int, stream: Stream) -> None:
     body = {"messages": [{"role": "user", "content": f"a long story please ({index})"}], "max_tokens": 1600,
-            "ignore_eos": True, "stream": True}  # fmt: skip
+            "min_tokens": 1600, "stream": True}  # fmt: skip
     try:
         async with httpx.AsyncClient(timeout=60) as client, client.stream("POST", url, json=body) as response:
             stream.status = response.status_code

@@ -82,7 +82,7 @@ def test_adapters_really_change_the_answer(gateway: GatewayHandle) -> None:
     assert len(set(answers.values())) == 4, answers
 
 
-def test_openai_routes_pass_through(gateway: GatewayHandle) -> None:
+def test_the_openai_routes_are_served(gateway: GatewayHandle) -> None:
     models = httpx.get(f"{gateway.url}/v1/models", timeout=30)
     assert models.status_code == 200
     assert {"base", "manga_domain", "general_support", "jp_style"} <= {m["id"] for m in models.json()["data"]}
@@ -145,10 +145,12 @@ def test_unknown_adapter_lists_the_valid_ones(gateway: GatewayHandle) -> None:
 
 
 def test_body_over_the_payload_limit_is_413(gateway: GatewayHandle) -> None:
-    huge = json.dumps(chat("x" * (7 * 1024 * 1024))).encode()
+    huge = json.dumps(chat("x" * (1024 * 1024))).encode()  # just over server.max_body_bytes (1 MiB)
     response = httpx.post(f"{gateway.url}/invocations", content=huge, timeout=30)
     assert response.status_code == 413
-    assert response.json()["error"]["code"] == "payload_too_large"
+    error = response.json()["error"]
+    assert (error["code"], error["limit"]) == ("payload_too_large", 1024 * 1024)
+    assert "1048576-byte limit" in error["message"]
 
 
 def test_oversized_prompt_and_context_are_refused_not_cut(gateway: GatewayHandle) -> None:
@@ -184,7 +186,7 @@ def test_emits_emf_metrics_with_endpoint_and_variant(gateway: GatewayHandle) -> 
 
 
 def test_a_client_that_leaves_mid_stream_frees_the_engine(gateway: GatewayHandle, vllm_engine: EngineHandle) -> None:
-    body = chat("a long story", max_tokens=512, ignore_eos=True, stream=True)
+    body = chat("a long story", max_tokens=512, min_tokens=128, stream=True)
     with httpx.stream("POST", f"{gateway.url}/invocations", json=body, timeout=60) as response:
         next(response.iter_raw())  # the answer has started ...
     left = time.monotonic()  # ... and the client hangs up

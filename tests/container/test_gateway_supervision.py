@@ -50,7 +50,7 @@ def owned(tiny_model: TinyModel, model_copy: Path, tmp_path_factory: pytest.Temp
     with start_gateway(
         tiny_model,
         tmp_path_factory.mktemp("owned-gateway"),
-        overrides={"supervisor": SUPERVISOR, "budget": {"max_tokens_limit": 1600}},
+        overrides={"supervisor": SUPERVISOR, "budget": {"max_tokens_limit": 1600}, "limits": {"min_tokens": 1600}},
         env=MODEL_KNOBS,
         model_dir=model_copy,
         wait_ready_s=None,
@@ -114,7 +114,7 @@ def test_engine_death_gets_controlled_answers_and_an_in_place_restart(owned: Gat
             "messages": [{"role": "user", "content": "tell me a long story"}],
             "max_tokens": 1600,
             "stream": True,
-            "ignore_eos": True,
+            "min_tokens": 1600,
         }
         with httpx.stream("POST", f"{owned.url}/invocations", json=body, timeout=120) as response:
             for chunk in response.iter_text():
