@@ -2,7 +2,7 @@
 
 - ``gateway_throughput_ratio_16`` / ``_64``: completed streamed requests per second through the gateway
   (``/invocations``, ``stream: true``) over direct to vLLM (``/v1/chat/completions`` with the exact
-  prompt the gateway builds), 16 and 64 concurrent streams, 32 generated tokens each (``ignore_eos``).
+  prompt the gateway builds), 16 and 64 concurrent streams, 32 generated tokens each (``min_tokens``).
   Runs alternate in ``ROUNDS`` paired rounds (A B, then B A, so a drift in the shared machine's load
   hits both sides alike); the ratio is the median of the per-round ratios.
 - ``gateway_added_p50_ms``: one request at a time (``max_tokens`` 1), direct and gateway alternating
@@ -136,7 +136,7 @@ def run() -> dict[str, float]:
     builder = PromptBuilder(TokenCounter(tiny.model_dir), config.system_prompt, config.budget)
     invocation = {"messages": [{"role": "user", "content": QUESTION}], "adapter": ADAPTER, "max_tokens": TOKENS}
     built = builder.build(InvocationRequest.model_validate(invocation))
-    sampling = {"ignore_eos": True, "temperature": 0}
+    sampling = {"min_tokens": TOKENS, "temperature": 0}  # the gateway refuses ignore_eos
     direct_body = {"model": ADAPTER, "messages": built.messages, "max_tokens": TOKENS, "stream": True, **sampling}
     gateway_body = {**invocation, "stream": True, **sampling}
 

@@ -52,7 +52,7 @@ async def sessions(url: str, direct: bool, system_prompt: str) -> tuple[int, int
         history: list[dict[str, str]] = []
         for _ in range(TURNS):
             asked = question(rng)
-            sampling = {"max_tokens": MAX_TOKENS, "ignore_eos": True, "temperature": 0}
+            sampling = {"max_tokens": MAX_TOKENS, "min_tokens": MAX_TOKENS, "temperature": 0}  # no ignore_eos: refused
             if direct:
                 messages = [{"role": "system", "content": system_prompt}, *history, {"role": "user", "content": asked}]
                 body: dict[str, Any] = {"model": adapter, "messages": messages, **sampling}

@@ -90,7 +90,8 @@ def run() -> dict[str, float]:
     tiny = ensure_tiny_model(REPO / ".cache" / "tiny-model")
     config = load_gateway_config(REPO / "gpu_container" / "config" / "gateway.yaml")
     counter = TokenCounter(tiny.model_dir)
-    sampling = {"max_tokens": ANSWER_TOKENS, "ignore_eos": True, "temperature": 0}
+    # min_tokens, not ignore_eos (the gateway refuses it): a fixed answer length either way
+    sampling = {"max_tokens": ANSWER_TOKENS, "min_tokens": ANSWER_TOKENS, "temperature": 0}
 
     with tempfile.TemporaryDirectory() as work, start_engine(tiny, logs=Path(work)) as engine:
         with start_gateway(tiny, Path(work), engine_url=engine.base_url, env={"METRICS_INTERVAL_S": "60"}) as gw:

@@ -316,8 +316,8 @@ def test_the_canarys_extra_adapter_answers_only_on_the_canary(deployed: Deployed
 
 @container
 def test_response_streaming_yields_payload_parts_that_form_the_sse_stream(deployed: Deployed) -> None:
-    # 128 tokens (ignore_eos: vLLM's own sampling field) take long enough to arrive in several reads.
-    body = {**QUESTION, "max_tokens": 128, "ignore_eos": True, "stream": True}
+    # 128 tokens (min_tokens: the gateway refuses ignore_eos) take long enough to arrive in several reads.
+    body = {**QUESTION, "max_tokens": 128, "min_tokens": 128, "stream": True}
     response = boto3.client("sagemaker-runtime").invoke_endpoint_with_response_stream(
         EndpointName=ENDPOINT, Body=json.dumps(body), ContentType="application/json", TargetVariant="canary"
     )
