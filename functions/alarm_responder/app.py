@@ -63,6 +63,7 @@ config = ResponderConfig(
     fleet=load_fleet_config(settings.fleet_config_path),
     alarm_prefix=settings.alarm_name_prefix,
     dry_run=settings.dry_run,
+    environment=settings.environment_name,  # a dev stack never acts on a prod endpoint
 )
 idempotency = IdempotencyConfig(
     event_key_jmespath="[detail.alarm_name, detail.state.timestamp]",  # one alarm transition acts once

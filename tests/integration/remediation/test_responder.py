@@ -108,6 +108,26 @@ def test_kill_switch_and_dry_run_change_nothing_but_leave_an_audit_record(
     assert len(stack.notifications()) == 1
 
 
+def test_a_missing_kill_switch_counts_as_engaged(stack: Stack) -> None:
+    """The switch fails closed: a deleted parameter cannot prove the operator did not pull it."""
+    boto3.client("ssm").delete_parameter(Name=stack.core.kill_switch_parameter)
+
+    response = build_responder(stack).respond(alarm_event("alarm_queue_depth_alarm"))
+
+    assert stack.min_capacity("primary") == 2
+    assert response.outcomes[0].outcome == "planned"
+    (record,) = stack.audit()
+    assert record.reason.startswith("kill switch engaged")
+
+
+def test_a_dev_stack_never_acts_on_an_endpoint_fleet_yaml_lists_for_prod(stack: Stack) -> None:
+    response = build_responder(stack, environment="dev").respond(alarm_event("alarm_queue_depth_alarm"))
+
+    assert response.status == "ignored", response
+    assert "'manga-chat-prod' is not managed by this stack (fleet.yaml for environment 'dev'" in response.reason
+    assert stack.min_capacity("primary") == 2 and stack.audit() == []
+
+
 def test_canary_oom_starts_the_rollback_workflow_once_per_transition(stack: Stack) -> None:
     # A stand-in state machine with the rollback workflow's input contract (the real one: tests/integration/workflows).
     sfn = boto3.client("stepfunctions")
