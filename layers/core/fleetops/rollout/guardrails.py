@@ -5,7 +5,7 @@ against what the stack was deployed with, so that whoever may start a rollout st
 
 - skip an approval, shorten a bake or loosen a canary check below the floors of the endpoint's environment
   (``rollout_policy`` in ``fleet.yaml``, the limits of ``canary_checks.yaml``), or hold the lease for weeks;
-- roll out to an endpoint ``fleet.yaml`` does not list for the stack's environment;
+- roll out to an endpoint ``fleet.yaml`` does not list for the stack's environment, or without saying who asked;
 - pass another execution role, an image from another repository, weights from another bucket, or an
   environment variable that opens engine routes or loads code.
 """
@@ -18,7 +18,7 @@ from typing import Literal
 
 from fleetops.config import EndpointConfig, FleetConfig, RolloutFloors
 from fleetops.rollout.checks import CanaryChecks, Compare, Thresholds
-from fleetops.rollout.plan import ModelSpec, RolloutInputError, RolloutRequest
+from fleetops.rollout.plan import UNKNOWN_REQUESTER, ModelSpec, RolloutInputError, RolloutRequest
 
 #: Where a request's value is looser than the declared limit, per kind of check (see canary_checks.yaml).
 _LOOSER: dict[Compare, str] = {
@@ -59,6 +59,8 @@ def apply_guardrails(request: RolloutRequest, fleet: FleetConfig, checks: Canary
     """
     endpoint, problems = _endpoint(request.endpoint_name, fleet, stack.environment_name)
     floors = fleet.rollout_floors(endpoint.environment) if endpoint else RolloutFloors()
+    if request.requested_by == UNKNOWN_REQUESTER and not request.dry_run:
+        problems.append("requested_by: required: the IAM principal ARN of who asked (a dry run may omit it)")
     problems += _approval_problems(request, floors, endpoint)
     problems += _duration_problems(request, floors)
     problems += threshold_problems(request.thresholds, checks)
