@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
 from fleetops.config import FleetConfig, RolloutFloors, load_fleet_config
 from fleetops.endpoint import EndpointSnapshot, VariantSnapshot
 from fleetops.model_contract import ALLOWED_ENVIRONMENT, REFUSED_ENVIRONMENT
-from fleetops.rollout.checks import load_canary_checks
-from fleetops.rollout.guardrails import StackLimits, apply_guardrails
+from fleetops.rollout.checks import Compare, load_canary_checks
+from fleetops.rollout.guardrails import LOOSER, StackLimits, apply_guardrails
 from fleetops.rollout.plan import RolloutInputError, RolloutRequest, parse_request
 from fleetops.rollout.prepare import PrepareDeps, prepare_rollout
 from tests.conftest import REPO, load_event
@@ -238,3 +238,7 @@ def test_validate_plans_network_isolated_models_with_the_stack_role() -> None:
 def test_a_rollout_policy_whose_floor_is_above_its_limit_fails_the_fleet_file() -> None:
     with pytest.raises(ValueError, match="min_bake_seconds 7200 is above max_bake_seconds"):
         fleet({"prod": {"min_bake_seconds": 7200, "max_bake_seconds": 3600}})
+
+
+def test_every_compare_kind_knows_which_way_loosens() -> None:
+    assert set(LOOSER) == set(get_args(Compare))

@@ -21,7 +21,7 @@ from fleetops.rollout.checks import CanaryChecks, Compare, Thresholds
 from fleetops.rollout.plan import UNKNOWN_REQUESTER, ModelSpec, RolloutInputError, RolloutRequest
 
 #: Where a request's value is looser than the declared limit, per kind of check (see canary_checks.yaml).
-_LOOSER: dict[Compare, str] = {
+LOOSER: dict[Compare, str] = {
     "minimum_sample": "smaller",
     "maximum": "larger",
     "baseline_increase": "larger",
@@ -132,11 +132,11 @@ def threshold_problems(thresholds: Thresholds, checks: CanaryChecks) -> list[str
         value = asked.get(check.request_threshold) if check.request_threshold else None
         if value is None:
             continue
-        looser = value < check.limit if _LOOSER[check.compare] == "smaller" else value > check.limit
+        looser = value < check.limit if LOOSER[check.compare] == "smaller" else value > check.limit
         if looser:
             problems.append(
                 f"thresholds.{check.request_threshold}: {value} is looser than check {name!r} ({check.compare}, "
-                f"declared limit {check.limit:g}); a request may only tighten it (a {_LOOSER[check.compare]} "
+                f"declared limit {check.limit:g}); a request may only tighten it (a {LOOSER[check.compare]} "
                 "value loosens)"
             )
     return problems
