@@ -36,6 +36,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+#: What a client may call (named in the 404 answer).
+ROUTES = "GET /ping, POST /invocations, POST /v1/chat/completions, GET /v1/models"
+
+
 @dataclass
 class GatewayState:
     """Flags ``/ping`` reads, and the in-flight count the drain waits on."""
@@ -118,7 +122,7 @@ class Gateway:
 
     async def not_found(self, request: Request, exc: Exception) -> Response:
         """Every other path, ``/v1/..`` and encoded forms included: answered here, never sent to the engine."""
-        return self._refuse(GatewayError(ErrorCode.NOT_FOUND, f"no such route: {request.method} {request.url.path}"))
+        return self._refuse(GatewayError(ErrorCode.NOT_FOUND, f"no such route; the routes are {ROUTES}"))
 
     async def _serve(self, request: Request, answer: Callable[[bytes], Awaitable[Response]]) -> Response:
         """Refuse new work while draining; otherwise read the body and count the request in flight
