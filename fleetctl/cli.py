@@ -95,7 +95,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rollback.add_argument("endpoint", nargs="?", help="default: the stack's RemediatedEndpointName")
     rollback.add_argument("--reason", required=True, help="why (audited, and in the notification)")
-    rollback.add_argument("--to", dest="target_config", help="an endpoint config to return to (default: the pointer's)")
     _wait_options(rollback, default_wait=True)
     simulate = _command(sub, "simulate", "simulate", "the capacity simulator (python -m fleetsim)", [])
     simulate.add_argument("args", nargs=argparse.REMAINDER, help="fleetsim's arguments (fleetctl simulate --help)")

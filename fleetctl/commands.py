@@ -174,7 +174,8 @@ def rollback(args: argparse.Namespace, out: Output) -> int:
 
     ctx = Context(args)
     endpoint = endpoints.choose(ctx.stack, args.endpoint)
-    arn, request = core.rollback(ctx.stack, endpoint, args.reason, ctx.identity(), args.target_config, _wall_clock())
+    # No target: the rollback derives it (the rollout's lease row, else the model pointer's previous config).
+    arn, request = core.rollback(ctx.stack, endpoint, args.reason, ctx.identity(), _wall_clock())
     return _rollback_result(out, arn, request, args, aborted=None)
 
 

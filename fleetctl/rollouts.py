@@ -247,9 +247,13 @@ def abort(stack: Stack, rollout_id: str, reason: str, requested_by: str, now: da
 
 
 def rollback(
-    stack: Stack, endpoint_name: str, reason: str, requested_by: str, target_config: str | None, now: datetime
+    stack: Stack, endpoint_name: str, reason: str, requested_by: str, now: datetime
 ) -> tuple[str, dict[str, Any]]:
-    """Start the rollback workflow for an endpoint; returns its execution and input."""
+    """Start the rollback workflow for an endpoint; returns its execution and input.
+
+    It names no target: the workflow derives it (the rollout's lease row, else the model pointer's previous
+    config) and refuses a request that names one.
+    """
     endpoints.read(endpoint_name, stack)  # a clear "does not exist" before anything starts
     request: dict[str, Any] = {
         "endpoint_name": endpoint_name,
@@ -258,8 +262,6 @@ def rollback(
         "reason": reason,
         "requested_by": requested_by,
     }
-    if target_config:
-        request["target_endpoint_config_name"] = target_config
     return _start_rollback(stack, request), request
 
 
