@@ -26,11 +26,15 @@ ENDPOINT = "manga-chat-prod"  # the prod endpoint of the shipped fleet.yaml
 PARAMETERS = {"EnvironmentName": "prod", "DryRun": "false", "RemediatedEndpointName": ENDPOINT}
 
 
-# A stand-in: the emulator checks no permission (template.yaml's RolloutApproverPolicy is the real one).
-_APPROVER_POLICY = {
+# Stand-ins: the emulator checks no permission (template.yaml's RolloutRequesterPolicy and RolloutApproverPolicy
+# are the real ones).
+_REQUESTER_POLICY = {
     "Version": "2012-10-17",
-    "Statement": [{"Effect": "Allow", "Action": "states:SendTaskSuccess", "Resource": "*"}],
+    "Statement": [{"Effect": "Allow", "Action": "lambda:InvokeFunctionUrl", "Resource": "*"}],
 }
+_APPROVER_POLICY = _REQUESTER_POLICY
+#: The functions behind the stack's IAM-authorised URLs (template.yaml: FunctionUrlConfig AuthType AWS_IAM).
+URL_FUNCTIONS = ("rollout_request", "approval_endpoint")
 
 
 @dataclass(frozen=True)
@@ -41,11 +45,22 @@ class OperatorStack:
     parameters: dict[str, str]
 
 
-def local_outputs(workflow: wf.RolloutWorkflow, stack: str = STACK) -> dict[str, str]:
-    """Every output of ``template.yaml`` with the name of its emulated stand-in (made here when it is cheap)."""
+def local_outputs(
+    workflow: wf.RolloutWorkflow, stack: str = STACK, urls: dict[str, str] | None = None
+) -> dict[str, str]:
+    """Every output of ``template.yaml`` with the name of its emulated stand-in (made here when it is cheap).
+
+    ``urls``: the local function URLs (:func:`devtools.function_url.serve` of :data:`URL_FUNCTIONS`); without
+    them the outputs name URLs nothing answers.
+    """
     core = workflow.environment
-    policy = boto3.client("iam").create_policy(
-        PolicyName=f"{stack}-rollout-approver", PolicyDocument=json.dumps(_APPROVER_POLICY)
+    urls = urls or {}
+    iam = boto3.client("iam")
+    policy = iam.create_policy(PolicyName=f"{stack}-rollout-approver", PolicyDocument=json.dumps(_APPROVER_POLICY))[
+        "Policy"
+    ]["Arn"]
+    requester = iam.create_policy(
+        PolicyName=f"{stack}-rollout-requester", PolicyDocument=json.dumps(_REQUESTER_POLICY)
     )["Policy"]["Arn"]
     bucket = f"{stack}-model-artifacts"
     boto3.client("s3").create_bucket(Bucket=bucket)
@@ -57,8 +72,10 @@ def local_outputs(workflow: wf.RolloutWorkflow, stack: str = STACK) -> dict[str,
         "OperationsTopicArn": workflow.topic_arn,
         "CanaryRolloutStateMachineArn": workflow.rollout_arn,
         "RollbackStateMachineArn": workflow.rollback_arn,
-        "ApprovalEndpointUrl": wf.APPROVAL_URL,
+        "ApprovalEndpointUrl": urls.get("approval_endpoint", wf.APPROVAL_URL),
         "RolloutApproverPolicyArn": str(policy),
+        "RolloutRequestUrl": urls.get("rollout_request", wf.REQUEST_URL),
+        "RolloutRequesterPolicyArn": str(requester),
         # The Bedrock import workflow is not deployed here (devtools.bedrock_workflow does that for its tests).
         "BedrockImportStateMachineArn": f"arn:aws:states:{region}:123456789012:stateMachine:{stack}-bedrock-import",
         "ModelArtifactBucketName": bucket,
@@ -100,11 +117,16 @@ def create_endpoint(name: str = ENDPOINT, instances: int = 4, min_capacity: int 
     )
 
 
-def deploy(parameters: dict[str, str] | None = None, stack: str = STACK) -> OperatorStack:
-    """Everything ``fleetctl --stack`` reads, on a freshly reset emulator, with the endpoint ``manga-chat-prod``."""
+def deploy(
+    parameters: dict[str, str] | None = None, stack: str = STACK, urls: dict[str, str] | None = None
+) -> OperatorStack:
+    """Everything ``fleetctl --stack`` reads, on a freshly reset emulator, with the endpoint ``manga-chat-prod``.
+
+    ``urls``: the local function URLs the stack's outputs name (see :func:`local_outputs`).
+    """
     workflow = wf.deploy()
     values = PARAMETERS | (parameters or {})
-    outputs = local_outputs(workflow, stack)
+    outputs = local_outputs(workflow, stack, urls)
     create_stack(outputs, values, stack)
     create_endpoint(values["RemediatedEndpointName"])
     return OperatorStack(name=stack, workflow=workflow, outputs=outputs, parameters=values)

@@ -69,7 +69,7 @@ def _client_error(exc: ClientError) -> CliError:
         return CliError(
             ExitCode.AWS_ACCESS,
             f"access denied on {operation}: {error.get('Message', '')}".rstrip(": "),
-            "use a role with the stack's RolloutApproverPolicy (rollouts) or operator rights "
+            "use a role with the stack's RolloutRequesterPolicy or RolloutApproverPolicy (rollouts) or operator rights "
             "(check with: aws sts get-caller-identity)",
         )
     return CliError(

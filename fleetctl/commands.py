@@ -155,11 +155,11 @@ def rollout(args: argparse.Namespace, out: Output) -> int:
         return ExitCode.OK
     if action in ("approve", "reject"):
         note = getattr(args, "reason", "") or ""
-        decision = core.decide(ctx.stack, args.rollout_id, action == "approve", ctx.identity(), note)
+        decision = core.decide(ctx.stack, args.rollout_id, action == "approve", note)
         out.result(decision, lambda: view.render_decision(decision))
         return ExitCode.OK
     if action == "start":
-        started = core.start(ctx.stack, _request_file(args.file), ctx.identity())
+        started = core.start(ctx.stack, _request_file(args.file))
         if args.wait:
             started = _follow_rollout(ctx, out, started.rollout_id, args.timeout)
         out.result(started, lambda: view.progress_lines(started))

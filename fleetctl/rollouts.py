@@ -1,10 +1,11 @@
 """``fleetctl rollout`` and ``rollback``: start, follow, decide and undo, through the stack's own workflows.
 
 Nothing here changes an endpoint itself. A rollout is the canary workflow's execution (named after its
-rollout id); approve and reject consume the pending approval through the approval gate (the same single-use
-consume and SendTask call as the mailed link, the caller's STS identity as the approver; the task token never
-leaves the table and the call); abort and rollback start the rollback workflow, which takes the rollout's
-lease over, stops it and returns the endpoint (``abort_only`` for an abort: a promotion is never undone).
+rollout id). start POSTs the request to the stack's rollout request URL and approve/reject POST the decision
+to its approval URL, both SigV4-signed as the caller: the functions behind them take who requested and who
+decided from the signature (the requester may not approve), so fleetctl never says who the caller is and
+never sees a task token. abort and rollback start the rollback workflow, which takes the rollout's lease
+over, stops it and returns the endpoint (``abort_only`` for an abort: a promotion is never undone).
 """
 
 from __future__ import annotations
@@ -20,7 +21,15 @@ from pydantic import BaseModel
 from fleetctl import awsclients, endpoints
 from fleetctl.errors import CliError, ExitCode
 from fleetctl.rollout_progress import RolloutProgress, find, newest_events, progress, running
-from fleetctl.stack import APPROVAL_TABLE, ROLLBACK_STATE_MACHINE, ROLLOUT_STATE_MACHINE, Stack
+from fleetctl.signed_http import post_json
+from fleetctl.stack import (
+    APPROVAL_TABLE,
+    APPROVAL_URL,
+    ROLLBACK_STATE_MACHINE,
+    ROLLOUT_REQUEST_URL,
+    ROLLOUT_STATE_MACHINE,
+    Stack,
+)
 
 _POLL_S = 1.0
 T = TypeVar("T")
@@ -97,38 +106,33 @@ def listing(stack: Stack) -> RolloutList:
     )
 
 
-def start(stack: Stack, request: dict[str, Any], requested_by: str) -> RolloutProgress:
-    """Validate the request as the workflow's first step will, then start the execution named after it."""
-    from botocore.exceptions import ClientError
-
-    from fleetops.aws.retry import error_code
+def start(stack: Stack, request: dict[str, Any]) -> RolloutProgress:
+    """Validate the request as the workflow's first step will, then POST it to the stack's request URL."""
     from fleetops.rollout.plan import RolloutInputError, parse_request
+    from fleetops.rollout.request import REQUESTER_FIELD
 
-    if request.get("requested_by") in (None, "", "unknown"):
-        request = {**request, "requested_by": requested_by}
+    if REQUESTER_FIELD in request:
+        raise CliError(
+            ExitCode.USAGE,
+            f"the rollout request sets {REQUESTER_FIELD}: it is taken from your signed AWS identity",
+            f"remove {REQUESTER_FIELD} from the request file and start again",
+        )
     try:
-        parsed = parse_request(request)
+        parse_request(request)  # its form only: requested_by is added by the request function
     except RolloutInputError as exc:
         raise CliError(
             ExitCode.USAGE,
             f"the rollout request is invalid (the workflow's Validate step would refuse it):\n    {exc}",
             "fix the request file (README, Operate: the request's fields) and start again",
         ) from None
-    machine = stack.output(ROLLOUT_STATE_MACHINE)
-    try:
-        arn = _sfn().start_execution(stateMachineArn=machine, name=parsed.rollout_id, input=json.dumps(request))[
-            "executionArn"
-        ]
-    except ClientError as exc:
-        if error_code(exc) != "ExecutionAlreadyExists":
-            raise
-        raise CliError(
-            ExitCode.CONFLICT,
-            f"rollout {parsed.rollout_id!r} was started before with another request",
-            f"give the new rollout its own rollout_id, or follow the old one: fleetctl rollout status "
-            f"{parsed.rollout_id}",
-        ) from None
-    return progress(arn)
+    rollout_id = str(request.get("rollout_id"))
+    started = post_json(
+        stack.output(ROLLOUT_REQUEST_URL),
+        request,
+        f"the rollout request {rollout_id!r}",
+        f"give a new rollout its own rollout_id, or follow this one: fleetctl rollout status {rollout_id}",
+    )
+    return progress(str(started["execution_arn"]))
 
 
 def _now_running(found: RolloutProgress) -> None:
@@ -140,43 +144,23 @@ def _now_running(found: RolloutProgress) -> None:
         )
 
 
-def decide(stack: Stack, rollout_id: str, approve: bool, decided_by: str, note: str = "") -> Decision:
-    """Approve or reject the step the rollout waits at, as the mailed link would, recorded as ``decided_by``."""
-    from fleetops.rollout.approval import ApprovalRefusedError
-    from fleetops.rollout.approval_gate import TaskGoneError
-    from fleetops.rollout.approval_gate import decide as gate_decide
-    from fleetops.rollout.approval_table import ApprovalTable
-    from fleetops.rollout.task_callback import TaskCallback
-
+def decide(stack: Stack, rollout_id: str, approve: bool, note: str = "") -> Decision:
+    """Approve or reject the step the rollout waits at through the approval URL, as the signed caller."""
     machine = stack.output(ROLLOUT_STATE_MACHINE)
     found = find(machine, rollout_id)
     _now_running(found)
-    now = datetime.now(UTC)  # the approval's expiry is real time, whatever --now says
-    table = ApprovalTable(stack.output(APPROVAL_TABLE), resource=awsclients.dynamodb_resource())
-    usable = [r for r in table.pending(rollout_id) if r.expires_at > int(now.timestamp())]
-    if not usable:
-        at = f"{found.step_weight}%" if found.step_weight is not None else "no traffic yet"
-        asks = ", ".join(f"{s.weight}%" for s in found.steps if s.approval) or "no step"
-        raise CliError(
-            ExitCode.CONFLICT,
-            f"rollout {rollout_id!r} does not wait for an approval now (state {found.state}, canary at {at})",
-            f"it asks at {asks}; follow it with: fleetctl rollout status {rollout_id}",
-        )
-    deps = TaskCallback(client=_sfn()).decide_deps(table)
-    try:
-        result = gate_decide(
-            usable[0].approval_key, "approve" if approve else "reject", decided_by, now, deps, note=note
-        )
-    except ApprovalRefusedError as exc:
-        raise CliError(ExitCode.CONFLICT, str(exc), f"see where it is: fleetctl rollout status {rollout_id}") from None
-    except TaskGoneError as exc:
-        raise CliError(ExitCode.CONFLICT, str(exc), f"see how it ended: fleetctl rollout status {rollout_id}") from None
+    decided = post_json(
+        stack.output(APPROVAL_URL),
+        {"rollout_id": rollout_id, "decision": "approve" if approve else "reject", "note": note},
+        f"the {'approval' if approve else 'rejection'} of rollout {rollout_id!r}",
+        f"see where it is: fleetctl rollout status {rollout_id}",
+    )
     return Decision(
-        rollout_id=result.rollout_id,
-        endpoint_name=result.endpoint_name,
-        step_weight=result.step_weight,
-        decision=result.decision,
-        decided_by=result.decided_by,
+        rollout_id=str(decided["rollout_id"]),
+        endpoint_name=str(decided["endpoint_name"]),
+        step_weight=int(decided["step_weight"]),
+        decision=str(decided["decision"]),
+        decided_by=str(decided["decided_by"]),
         rollout=progress(found.execution_arn),
     )
 

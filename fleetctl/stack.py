@@ -23,6 +23,8 @@ MODEL_POINTER_PREFIX = "ModelPointerPrefix"
 ALARM_PREFIX = "RemediationAlarmPrefix"
 ROLLOUT_STATE_MACHINE = "CanaryRolloutStateMachineArn"
 ROLLBACK_STATE_MACHINE = "RollbackStateMachineArn"
+ROLLOUT_REQUEST_URL = "RolloutRequestUrl"
+APPROVAL_URL = "ApprovalEndpointUrl"
 OUTPUTS_READ = (
     AUDIT_TABLE,
     CALENDAR_TABLE,
@@ -33,6 +35,8 @@ OUTPUTS_READ = (
     ALARM_PREFIX,
     ROLLOUT_STATE_MACHINE,
     ROLLBACK_STATE_MACHINE,
+    ROLLOUT_REQUEST_URL,
+    APPROVAL_URL,
 )
 
 # The parameters fleetctl reads (template.yaml's ``Parameters``).

@@ -3,6 +3,8 @@
 The CLI runs in this process (``fleetctl.cli.main``) so that the workflows' Lambda tasks reach the project's
 real handlers through :mod:`devtools.lambda_dispatch`, as in the workflow tests; one test runs the installed
 ``fleetctl`` command itself. AWS is reached only over HTTP through the moto server (``AWS_ENDPOINT_URL``).
+The stack's IAM-authorised function URLs (rollout requests, approvals) are served by a test double,
+:mod:`devtools.function_url`, that resolves the signer through the emulator's IAM and runs the real handlers.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import jsonschema
 import pytest
 from referencing import Registry, Resource
 
-from devtools import operator_stack
+from devtools import function_url, operator_stack
 from devtools import rollout_workflow as wf
 from devtools.emulator_extensions import sagemaker as emulated_sagemaker
 from fleetctl import awsclients
@@ -71,13 +73,42 @@ def _fresh_clients() -> Iterator[None]:
 
 @pytest.fixture
 def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[operator_stack.OperatorStack]:
-    """The emulated stack ``manga-llm-fleet`` with the endpoint ``manga-chat-prod``; workflow handlers routed."""
-    deployed = operator_stack.deploy()
-    monkeypatch.setattr(emulated_sagemaker.behaviour, "update_seconds", 0.5)
-    for key, value in deployed.workflow.environment.items():
-        monkeypatch.setenv(key, value)
-    with wf.handlers():
-        yield deployed
+    """The emulated stack ``manga-llm-fleet`` with the endpoint ``manga-chat-prod``; workflow handlers routed,
+    its function URLs served locally (test double)."""
+    with function_url.serve(*operator_stack.URL_FUNCTIONS) as urls:
+        deployed = operator_stack.deploy(urls=urls)
+        monkeypatch.setattr(emulated_sagemaker.behaviour, "update_seconds", 0.5)
+        for key, value in deployed.workflow.environment.items():
+            monkeypatch.setenv(key, value)
+        with wf.handlers():
+            yield deployed
+
+
+@dataclass(frozen=True)
+class Person:
+    """An IAM user on the emulator, with the access key fleetctl signs with when signed in as them."""
+
+    arn: str
+    environment: dict[str, str]
+
+
+@pytest.fixture
+def people(stack: operator_stack.OperatorStack) -> dict[str, Person]:
+    """alice (requests rollouts) and bob (approves them): two IAM users of the emulated account."""
+    return {name: Person(*function_url.create_user(name)) for name in ("alice", "bob")}
+
+
+@pytest.fixture
+def sign_in(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``sign_in(person)``: fleetctl's next AWS calls use that person's access key (no session token)."""
+
+    def use(person: Person) -> None:
+        for key, value in person.environment.items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+        awsclients.reset()
+
+    return use
 
 
 def check_schema(document: Any, schema_name: str) -> None:

@@ -1,10 +1,13 @@
 """``fleetctl rollout`` and ``rollback`` drive the real workflows on the emulator (state machines from their ASL,
 Lambda tasks running the project's handlers through devtools.lambda_dispatch, SageMaker UpdateEndpoint from the
-project's emulator extension), with no task token and no table name on the command line."""
+project's emulator extension), with no task token and no table name on the command line. Rollouts are requested
+and decided through the stack's function URLs (a local test double in front of the real handlers), signed as
+two IAM users of the emulator: alice requests, bob approves."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,22 +20,22 @@ from tests.conftest import load_event
 from tests.integration.fleetctl.conftest import check_schema
 
 ENDPOINT = operator_stack.ENDPOINT
-MOTO_CALLER = "arn:aws:sts::123456789012:user/moto"
-HEALTHY = {"requests": 30, "errors": 0, "latency_ms": 800, "ttft_ms": 250, "endpoint": ENDPOINT}
+#: Per interval: one interval alone passes the declared minimum sample (200 canary requests).
+HEALTHY = {"requests": 300, "errors": 0, "latency_ms": 800, "ttft_ms": 250, "endpoint": ENDPOINT}
 
 
 def request_file(tmp_path: Path, rollout_id: str, **changes: Any) -> str:
     """The sample rollout request for ``manga-chat-prod`` with test-sized bake, polling and approval times."""
     request: dict[str, Any] = load_event("rollout_validate")["request"]
+    del request["requested_by"]  # fleetctl sends the signed caller's
     request |= {
         "rollout_id": rollout_id,
         "endpoint_name": ENDPOINT,
-        "requested_by": "unknown",
         "steps": [5, 100],
         "bake_seconds": 1,
-        "approval_steps": [5],
+        "approval_steps": [5, 100],  # a prod endpoint: its promotion always asks a person (rollout_policy)
         "approval": {"timeout_seconds": 120, "heartbeat_seconds": 120},
-        "thresholds": {"min_requests": 20},
+        "thresholds": {},
         "in_service": {"first_wait_seconds": 1, "max_wait_seconds": 1, "timeout_seconds": 20},
         "max_extensions": 2,
     } | changes
@@ -41,11 +44,24 @@ def request_file(tmp_path: Path, rollout_id: str, **changes: Any) -> str:
     return str(path)
 
 
+def approve_when_waiting_at(cli: Any, rollout_id: str, weight: int, timeout_s: float = 60) -> Any:
+    """Approve the rollout once it waits for a decision at ``weight`` (bounded wait)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        pending = cli("rollout", "status", rollout_id, "--json").json().get("pending_approval") or {}
+        if pending.get("step_weight") == weight:
+            return cli("rollout", "approve", rollout_id, "--json")
+        time.sleep(0.5)
+    raise TimeoutError(f"rollout {rollout_id} did not wait for an approval at {weight}% in {timeout_s} s")
+
+
 def config_name() -> str:
     return str(boto3.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)["EndpointConfigName"])
 
 
-def test_approve_promotes_and_rollback_returns_to_the_previous_model(stack, cli, tmp_path) -> None:
+def test_approve_promotes_and_rollback_returns_to_the_previous_model(stack, cli, tmp_path, people, sign_in) -> None:
+    alice, bob = people["alice"], people["bob"]
+    sign_in(alice)
     with wf.traffic(canary=HEALTHY, primary=HEALTHY):
         started = cli("rollout", "start", request_file(tmp_path, "v7"), "--wait", "--timeout", "150")
         assert started.code == 0, started.err
@@ -55,23 +71,36 @@ def test_approve_promotes_and_rollback_returns_to_the_previous_model(stack, cli,
         detail = cli("rollout", "status", "v7", "--json")
         check_schema(detail.json(), "rollout_detail")
         assert detail.json()["pending_approval"]["step_weight"] == 5
-        assert detail.json()["rollout"]["requested_by"] == MOTO_CALLER
+        assert detail.json()["rollout"]["requested_by"] == alice.arn  # the signer
         assert "fleetctl rollout approve v7" in cli("rollout", "status", "v7").out
         shown = cli("status", "--json").json()
         assert [(r["rollout_id"], r["step_weight"], r["waiting_for_approval"]) for r in shown["rollouts"]] == [
             ("v7", 5, True)
         ]
 
+        # The requester may not approve her own rollout: refused with the reason, nothing decided.
+        own = cli("rollout", "approve", "v7")
+        assert own.code == ExitCode.AWS_ACCESS, own.err
+        assert f"{alice.arn} requested rollout v7 and may not decide its approvals" in own.err
+        assert cli("rollout", "status", "v7", "--json").json()["pending_approval"]["step_weight"] == 5
+
+        sign_in(bob)
         approved = cli("rollout", "approve", "v7", "--json")
         assert approved.code == 0, approved.err
         check_schema(approved.json(), "rollout_decision")
-        assert approved.json()["decided_by"] == MOTO_CALLER
+        assert approved.json()["decided_by"] == bob.arn
+        promotion = approve_when_waiting_at(cli, "v7", 100)
+        assert promotion.code == 0, promotion.err
         result = wf.wait(approved.json()["rollout"]["execution_arn"], timeout_s=90)
 
     assert result["status"] == "SUCCEEDED", result
     assert config_name() == f"{ENDPOINT}-v7-final"
-    [used] = boto3.client("dynamodb").scan(TableName=stack.workflow.approval_table)["Items"]
-    assert (used["decision"]["S"], used["decided_by"]["S"]) == ("approve", MOTO_CALLER)
+    used = boto3.client("dynamodb").scan(TableName=stack.workflow.approval_table)["Items"]
+    assert [(u["decision"]["S"], u["decided_by"]["S"]) for u in used] == [("approve", bob.arn)] * 2
+    # One audit record per decision, with who decided.
+    decisions = cli("why", "--since", "30d", "--json", "--actor", "approval").json()["entries"]
+    assert sorted(e["action"] for e in decisions) == ["approve", "approve"], decisions
+    assert all(f"by {bob.arn}" in e["reason"] for e in decisions), decisions
     again = cli("rollout", "approve", "v7")
     assert again.code == ExitCode.CONFLICT and "is SUCCEEDED: nothing waits for a decision" in again.err
 
@@ -85,9 +114,11 @@ def test_approve_promotes_and_rollback_returns_to_the_previous_model(stack, cli,
     assert any("TTFT regression seen by support" in e["reason"] for e in trail), trail
 
 
-def test_reject_rolls_the_rollout_back_with_the_reason(stack, cli, tmp_path) -> None:
+def test_reject_rolls_the_rollout_back_with_the_reason(stack, cli, tmp_path, people, sign_in) -> None:
+    sign_in(people["alice"])
     with wf.traffic(canary=HEALTHY, primary=HEALTHY):
         assert cli("rollout", "start", request_file(tmp_path, "v8"), "--wait", "--timeout", "150").code == 0
+        sign_in(people["bob"])
         rejected = cli("rollout", "reject", "v8", "--reason", "p95 TTFT looks worse")
         assert rejected.code == 0, rejected.err
         assert "rejected (the rollout rolls back): rollout v8 on manga-chat-prod at 5%" in rejected.out
@@ -98,7 +129,7 @@ def test_reject_rolls_the_rollout_back_with_the_reason(stack, cli, tmp_path) -> 
     # The reason travels in SendTaskFailure's cause, which the emulator drops ("RolloutRejected: null"); the
     # unit test of the approval gate's decide() checks it is sent.
     [used] = boto3.client("dynamodb").scan(TableName=stack.workflow.approval_table)["Items"]
-    assert (used["decision"]["S"], used["decided_by"]["S"]) == ("reject", MOTO_CALLER)
+    assert (used["decision"]["S"], used["decided_by"]["S"]) == ("reject", people["bob"].arn)
     ended = cli("rollout", "status", "v8")
     assert "FAILED" in ended.out
 
@@ -107,7 +138,8 @@ def _execution(stack: operator_stack.OperatorStack, rollout_id: str) -> str:
     return stack.workflow.rollout_arn.replace(":stateMachine:", ":execution:") + f":{rollout_id}"
 
 
-def test_abort_stops_a_rollout_in_flight_and_returns_the_endpoint(stack, cli, tmp_path) -> None:
+def test_abort_stops_a_rollout_in_flight_and_returns_the_endpoint(stack, cli, tmp_path, people, sign_in) -> None:
+    sign_in(people["alice"])
     with wf.traffic(canary=HEALTHY, primary=HEALTHY):
         assert cli("rollout", "start", request_file(tmp_path, "v9"), "--wait", "--timeout", "150").code == 0
         aborted = cli("rollout", "abort", "v9", "--reason", "wrong adapter shipped", "--timeout", "150")
@@ -136,3 +168,49 @@ def test_bad_rollout_input_is_refused_before_anything_starts(stack, cli, tmp_pat
     listing = cli("rollout", "status", "--json")
     check_schema(listing.json(), "rollout_list")
     assert listing.json()["running"] == []
+
+
+def test_requests_go_through_the_signed_url_only_and_repeat_idempotently(stack, cli, tmp_path, people, sign_in) -> None:
+    alice = people["alice"]
+    sign_in(alice)
+    path = request_file(tmp_path, "v12", dry_run=True)
+    first = cli("rollout", "start", path, "--json")
+    assert first.code == 0, first.err
+    # The same request again is the same execution; another request under the same id is refused.
+    again = cli("rollout", "start", path, "--json")
+    assert again.code == 0 and again.json()["execution_arn"] == first.json()["execution_arn"], again.err
+    other = cli("rollout", "start", request_file(tmp_path, "v12", dry_run=True, bake_seconds=2))
+    assert other.code == ExitCode.CONFLICT and "was requested before with another request" in other.err
+    # requested_by is the signer's: a request naming someone is refused before it leaves, and by the function.
+    forged = json.loads(Path(path).read_text()) | {"requested_by": people["bob"].arn}
+    Path(path).write_text(json.dumps(forged))
+    named = cli("rollout", "start", path)
+    assert named.code == ExitCode.USAGE and "taken from your signed AWS identity" in named.err
+    url = stack.outputs["RolloutRequestUrl"]
+    refused = _post(url, forged)
+    assert refused[0] == 400 and "requested_by may not be set" in refused[1]["message"]
+    # An unsigned request never reaches the function (the function URL's IAM auth answers 403).
+    assert _post(url, forged, signed=False) == (403, {"Message": "Forbidden"})
+    assert _post(stack.outputs["ApprovalEndpointUrl"], {"rollout_id": "v12"}, signed=False)[0] == 403
+    executions = boto3.client("stepfunctions").list_executions(stateMachineArn=stack.workflow.rollout_arn)["executions"]
+    assert [e["name"] for e in executions] == ["v12"]
+
+
+def _post(url: str, body: dict[str, Any], signed: bool = True) -> tuple[int, Any]:
+    """POST JSON to a function URL, signed as the current caller (fleetctl's own signing) or not at all."""
+    import urllib.error
+    import urllib.request
+
+    from fleetctl import signed_http
+
+    data = json.dumps(body).encode()
+    request = (
+        signed_http._signed(url, data)
+        if signed
+        else urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"}, method="POST")
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
