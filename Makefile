@@ -3,6 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 SAM_VENV := .venv-sam
+IAC_VENV := .venv-iac
 STAMPS := .stamps
 BENCH ?=
 PYTEST_ARGS ?=
@@ -10,9 +11,9 @@ PYTEST_ARGS ?=
 export PYTHONPATH := layers/core:gpu_container:.
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo test lint typecheck validate unit integration container bench simulate clean install
+.PHONY: demo test lint typecheck validate iac-scan unit integration container bench simulate clean install
 
-install: $(STAMPS)/venv $(STAMPS)/sam $(STAMPS)/node
+install: $(STAMPS)/venv $(STAMPS)/sam $(STAMPS)/node $(STAMPS)/iac
 
 $(STAMPS)/venv: requirements/dev.txt layers/core/requirements.txt gpu_container/requirements.txt pyproject.toml
 	@mkdir -p $(STAMPS)
@@ -33,6 +34,12 @@ $(STAMPS)/sam: requirements/sam.txt
 	$(SAM_VENV)/bin/pip install --quiet -r requirements/sam.txt
 	@touch $@
 
+$(STAMPS)/iac: requirements/iac-scan.txt
+	@mkdir -p $(STAMPS)
+	$(PYTHON) -m venv $(IAC_VENV)
+	$(IAC_VENV)/bin/pip install --quiet -r requirements/iac-scan.txt
+	@touch $@
+
 $(STAMPS)/node: package.json package-lock.json
 	@mkdir -p $(STAMPS)
 	npm ci --no-audit --no-fund --silent
@@ -41,7 +48,7 @@ $(STAMPS)/node: package.json package-lock.json
 demo: $(STAMPS)/venv
 	$(BIN)/python -m demo
 
-test: install lint typecheck duplicates validate
+test: install lint typecheck duplicates validate iac-scan
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMPS)/venv
@@ -64,6 +71,11 @@ validate: $(STAMPS)/sam $(STAMPS)/node
 	@for t in template.yaml templates/*.yaml; do $(SAM_VENV)/bin/sam validate --lint --template "$$t" || exit 1; done
 	npx --no-install asl-validator $(addprefix --json-path ,$(wildcard statemachines/*.asl.json))
 
+# Checkov on every template as written and on the SAM-transformed main template; findings not accepted (with a
+# reason) in security/accepted_findings.yaml fail it.
+iac-scan: $(STAMPS)/iac
+	$(IAC_VENV)/bin/python security/iac_scan.py template.yaml templates/*.yaml
+
 unit: $(STAMPS)/venv
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
@@ -83,4 +95,4 @@ simulate: $(STAMPS)/venv
 	$(BIN)/python -m fleetsim $(ARGS)
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) $(STAMPS) node_modules .aws-sam .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SAM_VENV) $(IAC_VENV) $(STAMPS) node_modules .aws-sam .pytest_cache .mypy_cache .ruff_cache

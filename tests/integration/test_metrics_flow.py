@@ -38,6 +38,7 @@ from tests.integration.remediation.conftest import ENDPOINT, FLEET_YAML, STACK
 from tests.unit.cfn_yaml import load, resources_of_type
 
 LOG_GROUP = f"/aws/sagemaker/Endpoints/{ENDPOINT}"
+PARAMETERS = {"RemediatedEndpointName": ENDPOINT}  # the template names no endpoint by default
 INSTANCE = "i-0a1b2c3d4e"
 DIMS = [{"Name": "EndpointName", "Value": ENDPOINT}, {"Name": "VariantName", "Value": "primary"}]
 PREFIX = f"{STACK}-remediation-"
@@ -172,7 +173,7 @@ def _nested_alarms() -> dict[str, dict[str, Any]]:
 
 
 def test_the_alarms_created_from_the_templates_are_those_the_yaml_declares() -> None:
-    created = create_alarms(STACK)
+    created = create_alarms(STACK, PARAMETERS)
     described = {a["AlarmName"]: a for a in boto3.client("cloudwatch").describe_alarms()["MetricAlarms"]}
     assert sorted(created) == sorted(described)
     assert len(described) == 2 * len(_nested_alarms())  # primary and canary; AWS/Lambda and AWS/SQS alarms left out
@@ -205,7 +206,8 @@ def test_the_alarms_created_from_the_templates_are_those_the_yaml_declares() -> 
 
 
 def test_the_stack_parameters_and_the_yaml_decide_the_emulated_alarms(tmp_path: Path) -> None:
-    wider = {a.name: a.request for a in template_alarms(STACK, {"MaxNumSeqs": "128", "CanaryVariantName": ""})}
+    parameters = {**PARAMETERS, "MaxNumSeqs": "128", "CanaryVariantName": ""}
+    wider = {a.name: a.request for a in template_alarms(STACK, parameters)}
     assert len(wider) == len(_nested_alarms())  # no canary: CanaryVariantRemediation's condition is false
     assert all(name.endswith("-primary") for name in wider)
     saturation = wider[f"{PREFIX}saturation-{ENDPOINT}-primary"]["Metrics"]
@@ -219,7 +221,7 @@ def test_the_stack_parameters_and_the_yaml_decide_the_emulated_alarms(tmp_path: 
     (tmp_path / "templates" / "variant_remediation.yaml").write_text(
         nested.replace("Threshold: 50\n", "Threshold: 75\n")
     )
-    changed = {a.name: a.request for a in template_alarms(STACK, template=tmp_path / "template.yaml")}
+    changed = {a.name: a.request for a in template_alarms(STACK, PARAMETERS, template=tmp_path / "template.yaml")}
     assert changed[f"{PREFIX}queue-depth-{ENDPOINT}-primary"]["Threshold"] == 75.0
 
 
@@ -328,9 +330,9 @@ def test_metric_math_the_emulator_cannot_evaluate_is_refused_loudly(
 def test_a_queue_depth_breach_via_emf_raises_min_capacity_and_only_our_alarms_reach_the_responder(
     stack: RemediationStack,
 ) -> None:
-    with remediation_flow(stack, STACK, time_scale=30) as flow:
+    with remediation_flow(stack, STACK, parameters=PARAMETERS, time_scale=30) as flow:
         ours = flow.alarm("queue-depth", "primary")
-        foreign = create_alarms("manga-llm-fleet-dev")  # another stack's alarms on the same metrics
+        foreign = create_alarms("manga-llm-fleet-dev", PARAMETERS)  # another stack's alarms on the same metrics
         flow.evaluator.wait_evaluated(foreign, after=time.time())
         foreign_queue_depth = f"manga-llm-fleet-dev-remediation-queue-depth-{ENDPOINT}-primary"
 
@@ -363,7 +365,7 @@ def test_a_queue_depth_breach_via_emf_raises_min_capacity_and_only_our_alarms_re
 def test_m_of_n_and_both_metric_math_alarms_from_the_gateways_own_metrics(stack: RemediationStack) -> None:
     slow = [6.5 * i for i in range(1, 101)]  # p95 617.5 ms, over the 500 ms threshold
     fast = [100.0] * 20
-    with remediation_flow(stack, STACK, time_scale=60) as flow:
+    with remediation_flow(stack, STACK, parameters=PARAMETERS, time_scale=60) as flow:
         ttft, errors, saturation = (flow.alarm(k, "primary") for k in ("ttft-p95", "error-rate", "saturation"))
         windows = []
         for requests, failed, first_tokens, running in [

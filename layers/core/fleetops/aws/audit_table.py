@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from boto3.dynamodb.conditions import Key
+from boto3.dynamodb.conditions import Attr, Key
+from boto3.dynamodb.types import TypeDeserializer
+from botocore.exceptions import ClientError
 
 from fleetops.audit import AuditRecord, record_id_time
 from fleetops.aws import clients
+from fleetops.aws.retry import error_code
 from fleetops.tables import AUDIT_PK, AUDIT_SK
 
 if TYPE_CHECKING:
@@ -17,12 +20,22 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBServiceResource
 
 
+class AuditRecordConflictError(Exception):
+    """A different record already holds this record's key; the trail keeps the first and refuses the second."""
+
+
 class AuditTable:
     def __init__(self, table_name: str, resource: DynamoDBServiceResource | None = None):
         self._table = (resource or clients.dynamodb_resource()).Table(table_name)
 
     def write(self, record: AuditRecord) -> AuditRecord:
-        """Store the record; before/after are kept as JSON text so any shape round-trips exactly."""
+        """Append the record; before/after are kept as JSON text so any shape round-trips exactly.
+
+        The trail is append-only: the put is conditional on the key being new, so nothing ever overwrites a
+        record (the stack's roles have PutItem and nothing else on the table). Writing the same record again (a
+        retry after a lost answer) finds itself and succeeds; a different record under the same key raises
+        ``AuditRecordConflictError``.
+        """
         record = record.with_id()
         item: dict[str, Any] = {
             **record.model_dump(mode="json", exclude={"before", "after"}),
@@ -31,7 +44,23 @@ class AuditTable:
             "before": json.dumps(record.before, sort_keys=True),
             "after": json.dumps(record.after, sort_keys=True),
         }
-        self._table.put_item(Item=item)
+        try:
+            self._table.put_item(
+                Item=item,
+                ConditionExpression=Attr(AUDIT_SK).not_exists(),
+                # The existing record comes back with the refusal: compared without a read permission.
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            stored = cast("dict[str, Any]", exc.response.get("Item") or {})  # present with ALL_OLD
+            existing = {k: _DESERIALIZE.deserialize(v) for k, v in stored.items()}
+            if existing != item:
+                raise AuditRecordConflictError(
+                    f"audit record {record.endpoint_name}/{record.record_id} already exists with other content; "
+                    "the trail keeps the first record and never overwrites it"
+                ) from exc
         return record
 
     def list(self, endpoint_name: str, since: datetime | None = None) -> list[AuditRecord]:
@@ -48,3 +77,6 @@ class AuditTable:
             if "LastEvaluatedKey" not in page:
                 return records
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+_DESERIALIZE = TypeDeserializer()
