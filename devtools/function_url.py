@@ -111,7 +111,12 @@ class _Handler(BaseHTTPRequestHandler):
         event = url_event(self.command, self.path, headers, body, iam)
         with self.server.lock:  # one request at a time, as in one Lambda execution environment
             module = load_handler_module(self.server.folder)
-            result = module.lambda_handler(event, FakeLambdaContext(function_name=self.server.folder))
+            try:
+                result = module.lambda_handler(event, FakeLambdaContext(function_name=self.server.folder))
+            except Exception as exc:  # a function error: Lambda answers 502 and the client sees no details
+                self.server.errors.append(exc)  # tests can still see what failed
+                self._answer(502, {"Content-Type": "application/json"}, b'{"Message": "Internal Server Error"}')
+                return
         payload = result.get("body") or ""
         data = base64.b64decode(payload) if result.get("isBase64Encoded") else str(payload).encode()
         self._answer(int(result.get("statusCode", 200)), dict(result.get("headers") or {}), data)
@@ -130,6 +135,7 @@ class _Server(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.folder = folder
         self.lock = threading.Lock()
+        self.errors: list[Exception] = []
 
 
 @contextmanager
