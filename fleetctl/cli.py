@@ -109,7 +109,9 @@ def _add_status_and_why(sub: Subparsers, common: list[argparse.ArgumentParser]) 
     why.add_argument("endpoint", nargs="?", help="default: the stack's RemediatedEndpointName")
     why.add_argument("--since", default="24h", help="a duration (30m, 6h, 2d, 1w) or a time (default 24h)")
     why.add_argument("--timezone", default="UTC", help="zone of --since times without an offset (default UTC)")
-    why.add_argument("--actor", help="only this writer (prescale, alarm_responder, canary_rollout, rollback, ...)")
+    why.add_argument(
+        "--actor", help="only this writer (prescale, alarm_responder, canary_rollout, approval, rollback, ...)"
+    )
 
 
 def _add_calendar(sub: Subparsers, common: list[argparse.ArgumentParser]) -> None:
