@@ -96,6 +96,10 @@ def _caller() -> str:
     return app.current_event.request_context.authorizer.iam.user_arn or ""
 
 
+#: Longest reason a rejection may carry (it travels in SendTaskFailure's cause, at most 32768 characters).
+_NOTE_MAX = 2000
+
+
 def _json(status: int, body: dict[str, Any]) -> Response[str]:
     return Response(
         status_code=status,
@@ -116,7 +120,9 @@ def _decide_json(caller: str) -> Response[str]:
     decision = _decision(body.get("decision"))
     if decision is None:
         return _json(400, {"error": "malformed", "message": "decision must be approve or reject"})
-    note = str(body.get("note") or "")[:500]
+    note = body.get("note") or ""
+    if not isinstance(note, str) or len(note) > _NOTE_MAX:
+        return _json(400, {"error": "malformed", "message": f"note must be text of at most {_NOTE_MAX} characters"})
     try:
         result = submit_for_rollout(body["rollout_id"], decision, caller, _request_time(), dependencies(), note=note)
     except ApprovalRefusedError as exc:

@@ -8,13 +8,17 @@ emulator, and an answer given there is retried and parsed by botocore exactly as
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import boto3
 import pytest
 from botocore.exceptions import ClientError
 
+from devtools import rollout_workflow as wf
 from devtools.aws_resources import create_table
+from devtools.lambda_dispatch import FakeLambdaContext, load_handler_module
 from fleetops.aws.audit_table import AuditTable
 from fleetops.aws.clients import CONFIG, MAX_ATTEMPTS
 from fleetops.rollout.approval import CLAIM_SECONDS, ApprovalRecord, ApprovalRefusedError
@@ -125,3 +129,28 @@ def test_an_expired_approval_cannot_be_claimed(tables: tuple[ApprovalTable, Audi
     with pytest.raises(ApprovalRefusedError, match="expired") as refused:
         approvals.claim(KEY, "approve", BOB, NOW + timedelta(hours=1))
     assert refused.value.http_status == 410
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ("not json", "the body is a JSON object with rollout_id and decision"),
+        ({"decision": "approve"}, "the body is a JSON object with rollout_id and decision"),
+        ({"rollout_id": "v7", "decision": "maybe"}, "decision must be approve or reject"),
+        ({"rollout_id": "v7", "decision": "reject", "note": "x" * 2001}, "note must be text of at most 2000"),
+    ],
+)
+def test_a_malformed_decision_is_refused_before_anything_is_read(
+    tables: tuple[ApprovalTable, AuditTable], monkeypatch: pytest.MonkeyPatch, body: Any, says: str
+) -> None:
+    monkeypatch.setenv("APPROVAL_TABLE", "approvals")
+    monkeypatch.setenv("AUDIT_TABLE", "audit")
+    event = wf.url_event("POST", wf.APPROVAL_URL, BOB, json_body=body)
+    if isinstance(body, str):
+        event["body"] = body
+
+    answer = load_handler_module("approval_endpoint").lambda_handler(event, FakeLambdaContext("approval-endpoint"))
+
+    assert answer["statusCode"] == 400 and says in json.loads(answer["body"])["message"]
+    stored = tables[0].get(KEY)
+    assert stored is not None and stored.status == "pending"
