@@ -138,7 +138,8 @@ def test_tighter_thresholds_pass() -> None:
 def test_an_endpoint_not_listed_for_the_stack_environment_is_refused_naming_the_environment() -> None:
     dev_stack = StackLimits(ROLE, REPOSITORY, "manga-llm-artifacts", environment_name="dev")
     assert "'manga-chat' is not an endpoint of the dev environment in fleet.yaml" in refused(request(), dev_stack)
-    unlisted = refused(request(endpoint_name="manga-chat-staging"))
+    unlisted = refused(request(endpoint_name="manga-chat-staging", bake_seconds=1))
+    assert "bake_seconds" not in unlisted  # an unlisted endpoint has no environment whose floors could apply
     assert "'manga-chat-staging' is not an endpoint of fleet.yaml (listed: ['manga-chat', 'manga-chat-dev'" in unlisted
 
 

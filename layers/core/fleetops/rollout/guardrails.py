@@ -58,11 +58,14 @@ def apply_guardrails(request: RolloutRequest, fleet: FleetConfig, checks: Canary
         Listing every problem, each naming the field, the limit and the requested value.
     """
     endpoint, problems = _endpoint(request.endpoint_name, fleet, stack.environment_name)
+    # An unlisted endpoint has no environment: its floors are not judged (the endpoint problem says enough),
+    # and the strictest ones decide the model's isolation.
     floors = fleet.rollout_floors(endpoint.environment) if endpoint else RolloutFloors()
     if request.requested_by == UNKNOWN_REQUESTER and not request.dry_run:
         problems.append("requested_by: required: the IAM principal ARN of who asked (a dry run may omit it)")
-    problems += _approval_problems(request, floors, endpoint)
-    problems += _duration_problems(request, floors)
+    if endpoint is not None:
+        problems += _approval_problems(request, floors, endpoint)
+        problems += _duration_problems(request, floors)
     problems += threshold_problems(request.thresholds, checks)
     problems += _payload_problems(request.model, stack, floors)
     if problems:
@@ -82,10 +85,10 @@ def _endpoint(
     return None, [f"endpoint_name: {name!r} is not an endpoint of {scope} (listed: {listed})"]
 
 
-def _approval_problems(request: RolloutRequest, floors: RolloutFloors, endpoint: EndpointConfig | None) -> list[str]:
+def _approval_problems(request: RolloutRequest, floors: RolloutFloors, endpoint: EndpointConfig) -> list[str]:
     approved = {spec.weight for spec in request.step_specs() if spec.approval}
     missing = sorted(set(floors.approval_steps) - approved)
-    if not missing or endpoint is None:
+    if not missing:
         return []
     return [
         f"approval_steps: steps {missing} must ask a person on a {endpoint.environment} endpoint "
