@@ -15,7 +15,8 @@ LEASE_HOLDER = "holder"
 LEASE_EXPIRES_AT = "expires_at"  # epoch seconds (Number)
 LEASE_EXECUTION_ARN = "execution_arn"  # a workflow holder's execution, so a rollback can stop the rollout it aborts
 LEASE_RETURN_CONFIG = "return_config"  # the endpoint config a rollout started from / a rollback is returning to
-LEASE_RESTORE_POINTER = "restore_pointer"  # the pointer value a rollback puts back at the end ("" for none)
+# The pointer value a rollback puts back at the end ("" for none); a rollout records the one it started from.
+LEASE_RESTORE_POINTER = "restore_pointer"
 # Fencing token (Number): +1 on every take, so a writer whose lease was taken over fails its next check.
 LEASE_FENCE = "fence"
 
