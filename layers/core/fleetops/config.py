@@ -75,6 +75,9 @@ class RolloutFloors(StrictModel):
     max_approval_timeout_seconds: int = Field(default=3 * 24 * 3600, ge=1)
     max_approval_heartbeat_seconds: int = Field(default=24 * 3600, ge=1)
     max_extensions: int = Field(default=3, ge=0, le=10, description="extra bakes on an inconclusive verdict")
+    max_lease_seconds: int = Field(
+        default=7 * 24 * 3600, ge=3600, description="the longest run a request may plan: how long it holds the lease"
+    )
     network_isolation: bool = Field(
         default=True, description="CreateModel's EnableNetworkIsolation: the container reaches no network"
     )
@@ -131,8 +134,9 @@ def load_fleet_config(path: str | Path) -> FleetConfig:
     --------
     >>> import fleetops
     >>> shipped = Path(fleetops.__file__).parents[1] / "fleet_config"  # beside the package, as in the layer
-    >>> sorted(load_fleet_config(shipped / "fleet.yaml").endpoint_names())
-    ['manga-chat-prod']
+    >>> shipped_fleet = load_fleet_config(shipped / "fleet.yaml")
+    >>> [e.name for e in shipped_fleet.managed_by("prod")], shipped_fleet.rollout_floors("prod").approval_steps
+    (['manga-chat-prod'], (100,))
     >>> load_fleet_config(shipped / "missing.yaml")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...

@@ -243,3 +243,11 @@ def test_a_rollout_policy_whose_floor_is_above_its_limit_fails_the_fleet_file() 
 
 def test_every_compare_kind_knows_which_way_loosens() -> None:
     assert set(LOOSER) == set(get_args(Compare))
+
+
+def test_a_request_whose_longest_run_exceeds_the_lease_limit_is_refused() -> None:
+    # Each bound holds (approval at every step for 3 days, 6 h bakes), but together they would hold the
+    # endpoint's lease for about three weeks.
+    every_step = request(approval_steps=[5, 25, 50, 75, 100], bake_seconds=21600, approval={"timeout_seconds": 259200})
+    text = refused(every_step)
+    assert "is above the limit of 604800 s it may hold the endpoint's lease" in text, text

@@ -18,7 +18,13 @@ from typing import Literal
 
 from fleetops.config import EndpointConfig, FleetConfig, RolloutFloors
 from fleetops.rollout.checks import CanaryChecks, Compare, Thresholds
-from fleetops.rollout.plan import UNKNOWN_REQUESTER, ModelSpec, RolloutInputError, RolloutRequest
+from fleetops.rollout.plan import (
+    UNKNOWN_REQUESTER,
+    ModelSpec,
+    RolloutInputError,
+    RolloutRequest,
+    lease_budget_seconds,
+)
 
 #: Where a request's value is looser than the declared limit, per kind of check (see canary_checks.yaml).
 LOOSER: dict[Compare, str] = {
@@ -115,6 +121,13 @@ def _duration_problems(request: RolloutRequest, floors: RolloutFloors) -> list[s
         ("max_extensions", request.max_extensions, floors.max_extensions),
     )
     problems += [f"{field}: {asked} is above the limit of {limit}" for field, asked, limit in limits if asked > limit]
+    budget = lease_budget_seconds(request)
+    if budget > floors.max_lease_seconds:
+        problems.append(
+            f"the longest run this request allows (every bake, extension, approval and wait: {budget} s) is above "
+            f"the limit of {floors.max_lease_seconds} s it may hold the endpoint's lease: fewer approval steps, "
+            "shorter approval timeouts or bakes"
+        )
     return problems
 
 

@@ -303,6 +303,23 @@ def parse_request(event: dict[str, Any]) -> RolloutRequest:
         raise RolloutInputError("invalid rollout request: " + "; ".join(problems(exc))) from None
 
 
+def lease_budget_seconds(request: RolloutRequest) -> int:
+    """How long the rollout's lease lasts: the longest possible run (every wait, bake and approval) plus an hour.
+
+    Examples
+    --------
+    >>> lease_budget_seconds(parse_request({"rollout_id": "r", "endpoint_name": "e", "dry_run": True,
+    ...     "model": {"name": "m", "version": "v", "image_uri": "i"}, "canary": {"instance_type": "ml.g5.xlarge"},
+    ...     "steps": [100], "bake_seconds": 600, "max_extensions": 0,
+    ...     "approval": {"timeout_seconds": 3600, "heartbeat_seconds": 3600}}))
+    22560
+    """
+    specs = request.step_specs()
+    approvals = sum(bool(s.approval) for s in specs) * request.approval.timeout_seconds
+    bakes = sum(s.bake_seconds or 0 for s in specs) * (1 + request.max_extensions)
+    return approvals + bakes + (len(specs) + 3) * sum(request.in_service.waits()) + 3600
+
+
 def _split_weight(total: float, variants: tuple[VariantSnapshot, ...]) -> list[dict[str, Any]]:
     """Share ``total`` percent over the current variants in proportion to their current weights."""
     current = sum(v.weight for v in variants) or float(len(variants))
@@ -393,10 +410,7 @@ def build_plan(
         for i, spec in enumerate(request.step_specs())
     )
     waits = request.in_service.waits()
-    approvals = sum(s.approval for s in steps) * request.approval.timeout_seconds
-    bakes = sum(s.bake_seconds for s in steps) * (1 + request.max_extensions)
-    # The lease outlives the longest possible run (every wait, bake and approval), plus an hour of slack.
-    budget = approvals + bakes + (len(steps) + 3) * sum(waits) + 3600
+    budget = lease_budget_seconds(request)
     now_epoch = int(now.timestamp())
     pointer = Pointer(
         model=request.model.name,
