@@ -174,7 +174,7 @@ def run() -> dict[str, float]:
             results[f"gateway_rps_{streams}"] = round(statistics.median(rates["gateway"]), 2)
             results[f"gateway_throughput_ratio_{streams}"] = round(statistics.median(ratios), 3)
         results["gateway_rss_mb"] = round(peak_rss_mb(gateway.process.pid), 1)
-        one = {"max_tokens": 1, "stream": False, **sampling}
+        one = {"max_tokens": 1, "stream": False, **sampling, "min_tokens": 1}
         direct_p50, gateway_p50 = asyncio.run(
             _latencies((direct_url, {**direct_body, **one}), (gateway_url, {**gateway_body, **one}))
         )
