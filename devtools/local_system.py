@@ -60,6 +60,11 @@ TIME_SCALE = 20.0
 
 FLEET_YAML = f"""
 version: local-system
+# Test-sized rollout floors for the dev endpoint (as devtools/workflow_fleet.yaml): the rollout workflow and the
+# responder share this stack's fleet.yaml, and a dev policy left out would get the strict prod-like defaults.
+rollout_policy:
+  dev: {{approval_steps: [], min_bake_seconds: 1, max_bake_seconds: 600, max_approval_timeout_seconds: 3600,
+        max_approval_heartbeat_seconds: 3600, max_extensions: 3}}
 endpoints:
   - name: {ENDPOINT}
     environment: dev
