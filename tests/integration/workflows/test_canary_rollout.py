@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -234,7 +233,7 @@ def test_an_engaged_kill_switch_refuses_to_start(rollout: wf.RolloutWorkflow) ->
 
 
 def test_a_second_writer_is_refused_while_the_lease_is_held(rollout: wf.RolloutWorkflow) -> None:
-    assert EndpointLease(rollout.lease_table).acquire(wf.ENDPOINT, "alarm_responder/x", 600, datetime.now(UTC))
+    assert EndpointLease(rollout.lease_table).acquire(wf.ENDPOINT, "alarm_responder/x", 600)
     request = rollout_request()
     result = wf.wait(wf.start(rollout.rollout_arn, request, name=request["rollout_id"]), timeout_s=30)
 
