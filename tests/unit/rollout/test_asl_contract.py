@@ -11,6 +11,7 @@ import pytest
 from fleetops.tables import (
     LEASE_EXECUTION_ARN,
     LEASE_EXPIRES_AT,
+    LEASE_FENCE,
     LEASE_HOLDER,
     LEASE_PK,
     LEASE_RESTORE_POINTER,
@@ -32,17 +33,31 @@ def tasks(name: str) -> Iterator[tuple[str, dict[str, Any]]]:
 
 @pytest.mark.parametrize("name", FILES)
 def test_lease_writes_use_the_lease_key_names_from_fleetops_tables(name: str) -> None:
-    lease_puts = [s for _, s in tasks(name) if s["Resource"].endswith("dynamodb:putItem") and "holder" in json.dumps(s)]
-    assert lease_puts
-    for state in lease_puts:
-        optional = {LEASE_EXECUTION_ARN, LEASE_RETURN_CONFIG, LEASE_RESTORE_POINTER}
-        assert {LEASE_PK, LEASE_HOLDER, LEASE_EXPIRES_AT} <= set(state["Parameters"]["Item"])
-        assert set(state["Parameters"]["Item"]) - {LEASE_PK, LEASE_HOLDER, LEASE_EXPIRES_AT} <= optional
-        assert set(state["Parameters"]["ExpressionAttributeNames"].values()) == {
-            LEASE_PK,
-            LEASE_EXPIRES_AT,
-            LEASE_HOLDER,
-        }
+    lease_writes = [
+        s
+        for _, s in tasks(name)
+        if s["Parameters"].get("TableName") == "${LeaseTableName}" and not s["Resource"].endswith("getItem")
+    ]
+    takes = [s for s in lease_writes if "#exp = :exp" in s["Parameters"].get("UpdateExpression", "")]
+    assert takes, "no state takes the lease"
+    every_lease_key = {
+        LEASE_PK,
+        LEASE_HOLDER,
+        LEASE_EXPIRES_AT,
+        LEASE_EXECUTION_ARN,
+        LEASE_RETURN_CONFIG,
+        LEASE_RESTORE_POINTER,
+        LEASE_FENCE,
+    }
+    for state in lease_writes:
+        assert set(state["Parameters"]["Key"]) == {LEASE_PK}
+        assert set(state["Parameters"].get("ExpressionAttributeNames", {}).values()) <= every_lease_key
+    for take in takes:
+        # Every take raises the fencing token and may only take a free, lapsed or own lease.
+        assert "#fence = if_not_exists(#fence, :zero) + :one" in take["Parameters"]["UpdateExpression"]
+        assert "#exp < :now" in take["Parameters"]["ConditionExpression"]
+        names = set(take["Parameters"]["ExpressionAttributeNames"].values())
+        assert {LEASE_HOLDER, LEASE_EXPIRES_AT, LEASE_FENCE} <= names
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -54,19 +69,69 @@ def test_every_task_retries_with_backoff_and_full_jitter_and_catches(name: str) 
         assert state.get("Catch"), f"{state_name} has no Catch"
 
 
-def test_every_rollout_task_after_the_lease_catches_into_the_rollback() -> None:
-    before_lease = {"Validate", "AuditPlanned", "AcquireLease", "Rollback", "NotifyPromoted", "ReleaseLease"}
+def next_states(state: dict[str, Any]) -> set[str]:
+    """Where a Pass or Choice state can go: followed through, since both only route an error on."""
+    if state["Type"] == "Choice":
+        return {c["Next"] for c in state["Choices"]} | {state["Default"]}
+    return {state["Next"]} if "Next" in state else set()
+
+
+def ends_of_catch(every: dict[str, Any], target: str) -> set[str]:
+    seen: set[str] = set()
+    todo = [target]
+    ends: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if every[name]["Type"] in {"Pass", "Choice"}:
+            todo.extend(next_states(every[name]))
+        else:
+            ends.add(name)
+    return ends
+
+
+BEFORE_THE_LEASE = {"Validate", "AuditPlanned", "AcquireLease"}
+AFTER_THE_PROMOTION = {"UpdatePointer", "RegisterVersion", "AuditPromoted", "NotifyPromoted", "PromotedWithWarnings"}
+CLEAN_UP = {"Rollback", "ReleaseLease"}
+
+
+def test_every_rollout_failure_between_the_lease_and_the_promotion_rolls_back() -> None:
+    every = states("canary_rollout.asl.json")
+    checked = 0
     for state_name, state in tasks("canary_rollout.asl.json"):
-        if state_name not in before_lease:
-            catches = state["Catch"]
-            if state["Parameters"].get("TableName") == "${AuditTableName}":
-                # An audit put's own retry finding its record continues (tests/integration/test_audit_states.py).
-                own_retry, *catches = catches
-                assert (own_retry["ErrorEquals"], own_retry["Next"]) == (
-                    ["DynamoDB.ConditionalCheckFailedException"],
-                    state["Next"],
-                ), state_name
-            assert [c["Next"] for c in catches] == ["Rollback"], state_name
+        if state_name in BEFORE_THE_LEASE | AFTER_THE_PROMOTION | CLEAN_UP:
+            continue
+        catches = state["Catch"]
+        if state["Parameters"].get("TableName") == "${AuditTableName}":
+            # An audit put's own retry finding its record continues (tests/integration/test_audit_states.py).
+            own_retry, *catches = catches
+            assert (own_retry["ErrorEquals"], own_retry["Next"]) == (
+                ["DynamoDB.ConditionalCheckFailedException"],
+                state["Next"],
+            ), state_name
+        if state_name == "CheckLease":
+            # A rollback that took the lease over does the rolling back; this rollout only stops.
+            lost, *catches = catches
+            assert (lost["ErrorEquals"], every[lost["Next"]]["Type"]) == (
+                ["DynamoDB.ConditionalCheckFailedException"],
+                "Fail",
+            )
+        ends = set().union(*(ends_of_catch(every, c["Next"]) for c in catches))
+        if state_name == "CheckLease":
+            # It also guards the pointer write after the promotion, where an unreadable lease keeps the release.
+            ends.discard("PromotedWithWarnings")
+        assert ends == {"Rollback"}, (state_name, ends)
+        checked += 1
+    assert checked >= 10
+
+
+def test_no_failure_after_the_promotion_rolls_the_release_back() -> None:
+    every = states("canary_rollout.asl.json")
+    for state_name in AFTER_THE_PROMOTION:
+        for catch in every[state_name]["Catch"]:
+            assert "Rollback" not in ends_of_catch(every, catch["Next"]), state_name
 
 
 def test_approval_waits_for_the_task_token_with_a_heartbeat_and_a_timeout() -> None:
