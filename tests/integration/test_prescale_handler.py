@@ -4,25 +4,36 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from types import ModuleType
 
 import pytest
 
 from devtools.aws_resources import create_core_resources, create_endpoint
-from devtools.lambda_dispatch import FakeLambdaContext, load_handler_module
+from devtools.lambda_dispatch import FakeLambdaContext, cold_start_environment, load_handler_module
 from fleetops.aws.autoscaling import AutoScaling
 from fleetops.prescale.events import InvalidEventError
 from tests.conftest import REPO, load_event
 
 
-@pytest.fixture
-def handler(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+@contextmanager
+def stack_handler(environment: str) -> Iterator[ModuleType]:
+    """The prescale function of a stack of ``environment`` (the template sets ENVIRONMENT_NAME), cold started."""
     resources = create_core_resources()
     create_endpoint("manga-chat-prod", {"primary": (4, 4, 12)})
-    for key, value in resources.environment().items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("FLEET_CONFIG_PATH", str(REPO / "layers/core/fleet_config/fleet.yaml"))
-    yield load_handler_module("prescale")
+    variables = {
+        **resources.environment(),
+        "ENVIRONMENT_NAME": environment,
+        "FLEET_CONFIG_PATH": str(REPO / "layers/core/fleet_config/fleet.yaml"),
+    }
+    with cold_start_environment(variables, ["prescale"]):
+        yield load_handler_module("prescale")
+
+
+@pytest.fixture
+def handler() -> Iterator[ModuleType]:
+    with stack_handler("prod") as module:
+        yield module
 
 
 def invoke(handler: ModuleType, event: dict) -> dict:
@@ -73,3 +84,13 @@ def test_a_malformed_event_fails_fast_with_a_clear_message(handler: ModuleType, 
         invoke(handler, event)
     assert message in str(caught.value)
     assert AutoScaling().list_scheduled_actions("manga-chat-prod", "primary", "prescale-") == []
+
+
+def test_a_dev_stack_plans_its_own_endpoint_and_never_touches_prod() -> None:
+    with stack_handler("dev") as dev_handler:
+        create_endpoint("manga-chat-dev", {"primary": (1, 1, 2)})
+        plan = invoke(dev_handler, load_event("prescale_schedule"))
+
+    assert plan["changes"] and {c["endpoint_name"] for c in plan["changes"]} == {"manga-chat-dev"}
+    assert AutoScaling().list_scheduled_actions("manga-chat-prod", "primary", "prescale-") == []
+    assert AutoScaling().list_scheduled_actions("manga-chat-dev", "primary", "prescale-")

@@ -7,6 +7,7 @@ transformed template shows what SAM generates (roles with their policy-template 
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import tomllib
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from fleetops.config import load_fleet_config
 from tests.conftest import REPO
 from tests.unit.cfn_yaml import load, resources_of_type
 
@@ -310,3 +312,17 @@ def test_an_acceptance_without_a_reason_is_refused_before_scanning(tmp_path: Pat
     )
     assert done.returncode == 2
     assert "accepted[0]: missing or empty reason" in done.stderr
+
+
+@pytest.mark.parametrize("profile", ["default", "prod"])
+def test_each_samconfig_environment_names_an_endpoint_fleet_yaml_lists_for_it(profile: str) -> None:
+    """A stack whose endpoint fleet.yaml does not list for its environment refuses every workflow on it."""
+    samconfig = tomllib.loads((REPO / "samconfig.toml").read_text())
+    overrides = dict(
+        pair.split("=", 1) for pair in shlex.split(samconfig[profile]["deploy"]["parameters"]["parameter_overrides"])
+    )
+    fleet = load_fleet_config(REPO / "layers/core/fleet_config/fleet.yaml")
+    endpoint = fleet.endpoint(overrides["RemediatedEndpointName"])
+    assert endpoint is not None, overrides
+    assert endpoint.environment == overrides["EnvironmentName"]
+    assert fleet.managed_by(overrides["EnvironmentName"]) == (endpoint,)
