@@ -33,6 +33,7 @@ class MetricName(StrEnum):
     # --- data plane: GPU (NVML; absent without a GPU) ---
     GPU_UTILIZATION = "GpuUtilization"
     GPU_MEMORY_USED = "GpuMemoryUsedPercent"
+    GPU_HEALTHY = "GpuHealthy"  # 1 per check that passed, 0 per failed one; absent where not checked
 
     # --- data plane: the gateway's own timings and counters ---
     REQUESTS = "Requests"
@@ -48,6 +49,7 @@ class MetricName(StrEnum):
     BREAKER_TRIPS = "BreakerTrips"
     FALLBACKS = "Fallbacks"
     ENGINE_RESTARTS = "EngineRestarts"
+    BEDROCK_FALLBACK_ERRORS = "BedrockFallbackErrors"  # Bedrock failed; the fallback message answered
 
     # --- control plane ---
     PRESCALE_CHANGES = "PrescaleActionChanges"
@@ -67,6 +69,7 @@ UNITS: dict[MetricName, str] = {
     MetricName.PREEMPTIONS: "Count",
     MetricName.GPU_UTILIZATION: "Percent",
     MetricName.GPU_MEMORY_USED: "Percent",
+    MetricName.GPU_HEALTHY: "None",
     MetricName.REQUESTS: "Count",
     MetricName.REQUEST_ERRORS: "Count",
     MetricName.CLIENT_ERRORS: "Count",
@@ -80,6 +83,7 @@ UNITS: dict[MetricName, str] = {
     MetricName.BREAKER_TRIPS: "Count",
     MetricName.FALLBACKS: "Count",
     MetricName.ENGINE_RESTARTS: "Count",
+    MetricName.BEDROCK_FALLBACK_ERRORS: "Count",
     MetricName.PRESCALE_CHANGES: "Count",
     MetricName.PRESCALE_INVALID_ENTRIES: "Count",
     MetricName.REMEDIATION_ACTIONS: "Count",
