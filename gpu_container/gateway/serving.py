@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
     from gateway.routing import Router
     from gateway.supervisor import Engine
     from gateway.upstream import Upstream
+
+logger = logging.getLogger(__name__)
 
 #: A fallback answerer (e.g. Bedrock): messages in, text out.
 FallbackModel = Callable[[list[dict[str, str]], int], Awaitable[str]]
@@ -247,8 +250,15 @@ class InvocationService:
         if self.fallback_model is not None:
             try:
                 return await self.fallback_model(built.messages, built.max_tokens), "bedrock"
-            except Exception:
-                pass
+            except Exception as exc:  # any failure of the fallback model: the configured message still answers
+                self.metrics.increment(MetricName.BEDROCK_FALLBACK_ERRORS)
+                # The error's name only: a service's message may quote the request, and prompts stay out of logs.
+                error = _error_name(exc)
+                logger.warning(
+                    "fallback model failed: error=%s; answering with the fallback message",
+                    error,
+                    extra={"event": "fallback_model_failed", "error": error, "error_class": type(exc).__name__},
+                )
         return self.containment.fallback_message, "fallback"
 
     def _meta(self, adapter: str) -> bytes:
@@ -266,6 +276,22 @@ class InvocationService:
     def _observe_done(self, started: float, tokens_out: int) -> None:
         self.metrics.observe(MetricName.REQUEST_LATENCY, (time.perf_counter() - started) * 1000)
         self.metrics.observe(MetricName.TOKENS_OUT, tokens_out)
+
+
+def _error_name(exc: Exception) -> str:
+    """The exception's class, with the service's error code when it carries one (botocore's ``ClientError``).
+
+    Examples
+    --------
+    >>> class ClientError(Exception):
+    ...     response = {"Error": {"Code": "ThrottlingException", "Message": "slow down"}}
+    >>> _error_name(ClientError("quoted request")), _error_name(KeyError("output"))
+    ('ClientError(ThrottlingException)', 'KeyError')
+    """
+    response = getattr(exc, "response", None)
+    error = response.get("Error") if isinstance(response, dict) else None
+    code = error.get("Code") if isinstance(error, dict) else None
+    return f"{type(exc).__name__}({code})" if code else type(exc).__name__
 
 
 def _classify(status: int, content: bytes) -> Failure:
