@@ -20,8 +20,9 @@ import httpx
 import uvicorn
 
 from gateway.app import Gateway
-from gateway.config import Environment, GatewayConfig, GatewayConfigError, load_gateway_config
+from gateway.config import Environment, GatewayConfig, GatewayConfigError, GpuHealthConfig, load_gateway_config
 from gateway.fallback import BedrockFallback
+from gateway.gpu_health import GpuHealthMonitor, NvmlHealthReader
 from gateway.metrics import GatewayMetrics
 from gateway.prompt import PromptBuilder
 from gateway.routing import (
@@ -164,10 +165,23 @@ def build_gateway(env: Environment, config: GatewayConfig) -> Gateway:
         limits=config.limits,
         fallback_model=fallback,
     )
-    gateway = Gateway(
-        config, engine, service, client, upstream, background=[_metrics_agent(env, metrics, engine.base_url)]
-    )
+    background: list[object] = [_metrics_agent(env, metrics, engine.base_url)]
+    gpu_health = _gpu_health(config.gpu_health, metrics)
+    if gpu_health is not None:
+        background.append(gpu_health)
+    gateway = Gateway(config, engine, service, client, upstream, background=background, gpu_health=gpu_health)
     return gateway
+
+
+def _gpu_health(checks: GpuHealthConfig, metrics: GatewayMetrics) -> GpuHealthMonitor | None:
+    if not checks.enabled:
+        return None
+    try:
+        import pynvml
+    except ImportError:  # only where nvidia-ml-py is not installed (the image has it): nothing to check with
+        logger.info("GPU health not checked: pynvml is not installed")
+        return None
+    return GpuHealthMonitor(NvmlHealthReader(pynvml), checks, metrics)
 
 
 def _metrics_agent(env: Environment, metrics: GatewayMetrics, base_url: str) -> object:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
     from gateway.config import GatewayConfig
+    from gateway.gpu_health import GpuHealthMonitor
     from gateway.serving import InvocationService
     from gateway.supervisor import Engine
 
@@ -81,6 +82,7 @@ class Gateway:
         client: httpx.AsyncClient,
         upstream: Upstream,
         background: list[Any] | None = None,
+        gpu_health: GpuHealthMonitor | None = None,
     ) -> None:
         self.config = config
         self.engine = engine
@@ -89,21 +91,32 @@ class Gateway:
         self.upstream = upstream
         self.state = GatewayState()
         self.background = background or []  # things with async start()/stop() (the metrics agent)
+        self.gpu_health = gpu_health  # started among the background items; its verdict only is read here
 
     def healthy(self) -> bool:
-        # Bounded restarts keep /ping at 200: only "never ready", "gave up" and draining say 503.
-        if self.state.draining or not self.state.warmed:
+        # Bounded restarts keep /ping at 200: only "never ready", "gave up", a failed GPU and draining say 503.
+        if self.state.draining or not self.state.warmed or self._gpu_problem() is not None:
             return False
         return self.engine.state in (EngineState.READY, EngineState.RESTARTING)
 
     async def ping(self, request: Request) -> Response:
         if self.healthy():
             return Response(b"", 200)
-        return JSONResponse({"status": self._status()}, 503)
+        status = self._status()
+        body = {"status": status}
+        gpu_problem = self._gpu_problem()
+        if status == "gpu_unhealthy" and gpu_problem is not None:
+            body["reason"] = gpu_problem  # what on-call reads in the health-check failure
+        return JSONResponse(body, 503)
+
+    def _gpu_problem(self) -> str | None:
+        return None if self.gpu_health is None else self.gpu_health.unhealthy_reason
 
     def _status(self) -> str:
         if self.state.draining:
             return "draining"
+        if self._gpu_problem() is not None:
+            return "gpu_unhealthy"
         if self.engine.state is EngineState.FAILED:
             return "engine_failed"
         return "warming_up" if self.engine.state is not EngineState.STOPPED else "stopped"

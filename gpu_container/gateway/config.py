@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import yaml
 from pydantic import Field, ValidationError, model_validator
@@ -147,6 +147,27 @@ class RequestLimits(StrictModel):
     stop_sequence_chars: int = Field(default=64, ge=1)
 
 
+#: Xid events that mean the GPU needs a reset (NVIDIA's Xid catalogue): 48 double-bit ECC error, 64 row remap
+#: failure, 74 NVLink error, 79 fallen off the bus, 95 uncontained ECC error, 119/120 GSP firmware failure.
+DEFAULT_CRITICAL_XIDS = (48, 64, 74, 79, 95, 119, 120)
+
+
+class GpuHealthConfig(StrictModel):
+    """The NVML checks that turn ``/ping`` 503 (see :mod:`gateway.gpu_health`); a ``None`` limit is not checked."""
+
+    enabled: bool = True
+    interval_s: float = Field(default=10.0, gt=0, le=300)
+    # Uncorrectable ECC errors since the driver loaded: memory this boot may already have corrupted.
+    ecc_volatile_uncorrectable_max: int | None = Field(default=0, ge=0)
+    # The lifetime count survives reboots and includes errors long since fixed by page retirement.
+    ecc_aggregate_uncorrectable_max: int | None = Field(default=None, ge=0)
+    # A page retirement or row remap that waits for a GPU reset: the bad memory is still in use until then.
+    pending_repair: bool = True
+    # The GPU ran out of spare rows: the next uncorrectable error cannot be repaired.
+    row_remap_failure: bool = True
+    critical_xids: list[Annotated[int, Field(gt=0)]] = Field(default_factory=lambda: list(DEFAULT_CRITICAL_XIDS))
+
+
 class GatewayConfig(StrictModel):
     """Everything in ``gateway.yaml``.
 
@@ -165,6 +186,7 @@ class GatewayConfig(StrictModel):
     drain: DrainConfig = DrainConfig()
     server: ServerConfig = ServerConfig()
     limits: RequestLimits = RequestLimits()
+    gpu_health: GpuHealthConfig = GpuHealthConfig()
 
     @model_validator(mode="before")
     @classmethod
