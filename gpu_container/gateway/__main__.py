@@ -193,6 +193,7 @@ def _metrics_agent(env: Environment, metrics: GatewayMetrics, base_url: str) -> 
         endpoint_name=env.endpoint_name,
         variant_name=env.variant_name,
         interval_s=env.metrics_interval_s,
+        model_version=env.model_version,
     )
 
 

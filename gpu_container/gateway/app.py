@@ -21,6 +21,7 @@ from starlette.routing import Route
 from gateway.errors import ErrorCode, GatewayError
 from gateway.openai_wire import error_response
 from gateway.relay import RelayResponse
+from gateway.request_log import RequestLog
 from gateway.supervisor import EngineState
 from gateway.upstream import Upstream, UpstreamError
 
@@ -91,6 +92,7 @@ class Gateway:
         self.upstream = upstream
         self.state = GatewayState()
         self.background = background or []  # things with async start()/stop() (the metrics agent)
+        self.request_log = RequestLog(service.backend_version, config.system_prompt.version, service.metrics)
         self.gpu_health = gpu_health  # started among the background items; its verdict only is read here
 
     def healthy(self) -> bool:
@@ -123,7 +125,9 @@ class Gateway:
 
     async def invocations(self, request: Request) -> Response:
         started = time.perf_counter()
-        return await self._serve(request, lambda body: self.service.invoke(body, started))
+        trace = self.request_log.begin(request.headers, started)
+        response = await self._serve(request, lambda body: self.service.invoke(body, started, trace))
+        return self.request_log.finish(trace, response)  # X-Request-Id on every answer; one log line each
 
     async def models(self, request: Request) -> Response:
         """``GET /v1/models`` for OpenAI clients: the engine's list, from a fixed engine path."""

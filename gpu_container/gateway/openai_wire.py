@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.responses import JSONResponse
 
 from gateway.errors import GatewayError, count_error
+from gateway.request_log import EngineTimings
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -39,6 +40,8 @@ FINISH_DEADLINE = "deadline_exceeded"
 CONTENT_MARK = b'"delta":{"content":'
 _COMPLETION_TOKENS = re.compile(rb'"completion_tokens":\s*(\d+)')
 _DONE = b"data: [DONE]\n\n"
+_METRICS = b'"metrics":'
+_DECODER = json.JSONDecoder()
 
 
 def chat_request(
@@ -63,6 +66,39 @@ def completion_tokens(body: bytes) -> int:
     """``usage.completion_tokens`` of a JSON answer, 0 if absent (a regex: large answers stay cheap)."""
     match = _COMPLETION_TOKENS.search(body)
     return int(match.group(1)) if match else 0
+
+
+def engine_timings(body: bytes) -> EngineTimings | None:
+    """vLLM's per-request ``metrics`` of a JSON answer (``--enable-per-request-metrics``), ``None`` without them.
+
+    The object is the answer's last member; it is decoded alone, so a large answer is not parsed whole
+    (a ``"metrics":`` inside the answer text has its quotes escaped and cannot match).
+
+    Examples
+    --------
+    >>> engine_timings(b'{"metrics":{"queue_time_ms":1.5,"time_to_first_token_ms":9,"generation_time_ms":40}}')
+    EngineTimings(queue_ms=1.5, prefill_ms=9.0, generation_ms=40.0)
+    >>> engine_timings(b'{"usage":{}}') is None
+    True
+    """
+    at = body.rfind(_METRICS)
+    if at < 0:
+        return None
+    try:
+        found, _ = _DECODER.raw_decode(body[at + len(_METRICS) :].decode("utf-8", "replace").lstrip())
+    except ValueError:
+        return None
+    if not isinstance(found, dict):
+        return None
+    return EngineTimings(
+        _number(found.get("queue_time_ms")),
+        _number(found.get("time_to_first_token_ms")),
+        _number(found.get("generation_time_ms")),
+    )
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def completion(model: str, text: str, finish_reason: str, backend: dict[str, Any]) -> dict[str, Any]:

@@ -29,15 +29,18 @@ from fleetops.metrics import MetricName
 from gateway import openai_wire as wire
 from gateway.config import RequestLimits
 from gateway.errors import ErrorCode, FallbackReason, GatewayError, count_error
+from gateway.prompt import SlotText
 from gateway.protocol import InvocationRequest, check_limits, parse_invocation
 from gateway.relay import RelayResponse
+from gateway.request_log import RequestTrace, safe_session_id
 from gateway.upstream import UpstreamError, UpstreamResponse
 
 if TYPE_CHECKING:
     from gateway.config import ContainmentConfig
     from gateway.metrics import GatewayMetrics
-    from gateway.prompt import BuiltPrompt, PromptBuilder
+    from gateway.prompt import BuiltPrompt, Draft, PromptBuilder
     from gateway.routing import Router
+    from gateway.summary import Pending, Summarizer
     from gateway.supervisor import Engine
     from gateway.upstream import Upstream
 
@@ -59,6 +62,17 @@ class _Call(NamedTuple):
     headers: dict[str, str]
     started: float
     deadline: float
+    trace: RequestTrace
+
+
+class _Prepared(NamedTuple):
+    """A request parsed, routed and fitted; ``built`` is ``None`` while its summary is ``pending``."""
+
+    request: InvocationRequest
+    adapter: str
+    draft: Draft
+    built: BuiltPrompt | None
+    pending: Pending | None
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,7 @@ class InvocationService:
         backend_version: str,
         limits: RequestLimits | None = None,
         fallback_model: FallbackModel | None = None,
+        summarizer: Summarizer | None = None,
     ) -> None:
         self.builder = builder
         self.router = router
@@ -91,33 +106,63 @@ class InvocationService:
         self.containment = containment
         self.backend_version = backend_version
         self.fallback_model = fallback_model
+        self.summarizer = summarizer
         self.limits = limits or RequestLimits()
         # Its own few threads: a burst of long prompts must not take the loop's default executor.
         self._prepare_pool = ThreadPoolExecutor(max_workers=PREPARE_THREADS, thread_name_prefix="prepare")
 
-    async def invoke(self, raw: bytes, started: float) -> Response:
-        """Answer one invocation (``started`` is ``time.perf_counter()`` at arrival)."""
+    async def invoke(self, raw: bytes, started: float, trace: RequestTrace | None = None) -> Response:
+        """Answer one invocation (``started`` is ``time.perf_counter()`` at arrival; ``trace`` gets what it did)."""
+        trace = trace or RequestTrace("", started)
         self.metrics.increment(MetricName.REQUESTS)
         try:
             # Off the event loop: a long prompt takes the tokenizer a while, and /ping (2 s) and the
             # streams in flight must not wait for it.
             loop = asyncio.get_running_loop()
-            request, adapter, built = await loop.run_in_executor(self._prepare_pool, self._prepare, raw)
+            prepared = await loop.run_in_executor(self._prepare_pool, self._prepare, raw)
+            request, adapter = prepared.request, prepared.adapter
+            built = prepared.built or await self._summarized(prepared, started)
         except GatewayError as exc:
             return wire.error_response(exc, self.metrics)
         if built.trimmed:
             self.metrics.increment(MetricName.BUDGET_TRIMS)
         self.metrics.observe(MetricName.TOKENS_IN, built.prompt_tokens)
+        trace.stream, trace.session_id, trace.adapter = request.stream, safe_session_id(request.session_id), adapter
+        trace.tokens_in, trace.dropped_turns = built.prompt_tokens, built.dropped_turns
         headers = self._headers(adapter, built)
         deadline = started + self.containment.request_deadline_s
-        call = _Call(request, adapter, built, headers, started, deadline)
+        call = _Call(request, adapter, built, headers, started, deadline, trace)
         return await (self._stream(call) if request.stream else self._plain(call))
 
-    def _prepare(self, raw: bytes) -> tuple[InvocationRequest, str, BuiltPrompt]:
-        """Parse, check the limits, route and fit the budget (runs in :attr:`_prepare_pool`)."""
+    def _prepare(self, raw: bytes) -> _Prepared:
+        """Parse, check the limits, route and fit the budget (runs in :attr:`_prepare_pool`).
+
+        The prompt is assembled here too, unless its summary slot waits for a summary the model has not
+        written yet (the window just slid): that one engine call is made on the loop, by :meth:`_summarized`.
+        """
         request = parse_invocation(raw)
         check_limits(request, self.limits)
-        return request, self.router.resolve(request), self.builder.build(request)
+        adapter = self.router.resolve(request)
+        draft = self.builder.draft(request)
+        ready = self.summarizer.ready(draft) if self.summarizer else None
+        if ready is None or isinstance(ready, SlotText):
+            return _Prepared(request, adapter, draft, self.builder.assemble(draft, ready), None)
+        return _Prepared(request, adapter, draft, None, ready)
+
+    async def _summarized(self, prepared: _Prepared, started: float) -> BuiltPrompt:
+        """Ask the model for the summary of the turns the window just dropped, then assemble the prompt.
+
+        Bounded by ``summary.timeout_s`` and the request's deadline; a failure leaves the marker in the slot.
+        """
+        summary = None
+        if self.summarizer is not None and prepared.pending is not None and self.engine.available:
+            url = f"{self.engine.base_url}/v1/chat/completions"
+            left = started + self.containment.request_deadline_s - time.perf_counter()
+            summary = await self.summarizer.summarize(
+                prepared.pending, lambda body, timeout_s: self.upstream.post_json(url, body, timeout_s), left
+            )
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._prepare_pool, self.builder.assemble, prepared.draft, summary)
 
     # ---------------------------------------------------------------- the engine call
     async def _open(self, call: _Call) -> UpstreamResponse | Response:
@@ -125,7 +170,7 @@ class InvocationService:
 
         Returns the engine's open 200 response, or the final answer (4xx pass-through, deadline, fallback).
         """
-        request, adapter, built, headers, _, deadline = call
+        request, adapter, built, headers, _, deadline, _ = call
         failure: Failure | None = None
         for attempt in range(2):
             if attempt and not self._retry(failure):
@@ -150,7 +195,8 @@ class InvocationService:
                 continue
             if response.status == 200:
                 if request.stream:  # the engine accepted and scheduled it (its SSE headers come at once)
-                    self.metrics.observe(MetricName.QUEUE_WAIT, (time.perf_counter() - call.started) * 1000)
+                    call.trace.queue_wait_ms = call.trace.elapsed_ms()
+                    self.metrics.observe(MetricName.QUEUE_WAIT, call.trace.queue_wait_ms)
                 return response
             content = await response.read()
             if response.status < 500:
@@ -171,8 +217,10 @@ class InvocationService:
         except UpstreamError as exc:
             self._engine_failed(Failure(FallbackReason.ENGINE_UNAVAILABLE, repr(exc)))
             return await self._fallback(call, call.built, None)
-        self._observe_done(call.started, wire.completion_tokens(content))
-        return Response(wire.with_backend(content, self._meta(call.adapter)), 200, call.headers, "application/json")
+        call.trace.answered(wire.completion_tokens(content), wire.engine_timings(content))
+        self._observe_done(call.trace)
+        meta = self._meta(call.adapter, call.built)
+        return Response(wire.with_backend(content, meta), 200, call.headers, "application/json")
 
     async def _stream(self, call: _Call) -> Response:
         opened = await self._open(call)
@@ -198,7 +246,7 @@ class InvocationService:
     async def _relay(self, response: UpstreamResponse, call: _Call) -> AsyncIterator[bytes]:
         """Pass the engine's SSE bytes through untouched, except the backend note in the first event."""
         tokens_out, first = 0, True
-        meta = self._meta(call.adapter)
+        meta = self._meta(call.adapter, call.built)
         try:
             async with asyncio.timeout(max(call.deadline - time.perf_counter(), 0.001)):
                 async for raw in response.chunks():
@@ -206,24 +254,26 @@ class InvocationService:
                     first = False
                     marks = chunk.count(wire.CONTENT_MARK)
                     if marks and not tokens_out:
-                        ttft = (time.perf_counter() - call.started) * 1000
-                        self.metrics.observe(MetricName.TIME_TO_FIRST_TOKEN, ttft)
+                        self.metrics.observe(MetricName.TIME_TO_FIRST_TOKEN, call.trace.first_token())
                     tokens_out += marks
                     yield chunk
         except TimeoutError:
             count_error(ErrorCode.DEADLINE_EXCEEDED, self.metrics)
+            call.trace.ended_by("deadline")
             yield wire.last_events(call.adapter, "", wire.FINISH_DEADLINE, json.loads(meta))
             return
         except UpstreamError as exc:
             # The engine died mid-stream: what was sent stays sent; end with the documented fallback chunk.
             self._engine_failed(Failure(FallbackReason.ENGINE_UNAVAILABLE, repr(exc)))
             self._count_fallback()
+            call.trace.ended_by("fallback", FallbackReason.ENGINE_UNAVAILABLE)
             note = {**json.loads(meta), "fallback_reason": FallbackReason.ENGINE_UNAVAILABLE}
             yield wire.last_events(call.adapter, self.containment.fallback_message, wire.FINISH_FALLBACK, note)
             return
         finally:
             response.close()
-        self._observe_done(call.started, tokens_out)
+        call.trace.answered(tokens_out)
+        self._observe_done(call.trace)
 
     # ---------------------------------------------------------------- helpers
     def _retry(self, failure: Failure | None) -> bool:
@@ -261,8 +311,14 @@ class InvocationService:
                 )
         return self.containment.fallback_message, "fallback"
 
-    def _meta(self, adapter: str) -> bytes:
-        return json.dumps({"version": self.backend_version, "adapter": adapter}).encode()
+    def _meta(self, adapter: str, built: BuiltPrompt) -> bytes:
+        """The answer's ``backend`` note; ``history`` when turns were dropped, ``dropped_chunks`` when evidence was."""
+        note: dict[str, object] = {"version": self.backend_version, "adapter": adapter}
+        if built.history is not None:
+            note["history"] = built.history
+        if built.dropped_chunks:
+            note["dropped_chunks"] = built.dropped_chunks
+        return json.dumps(note).encode()
 
     def _headers(self, adapter: str, built: BuiltPrompt) -> dict[str, str]:
         return {
@@ -270,12 +326,23 @@ class InvocationService:
             "X-Adapter": adapter,
             "X-Prompt-Tokens": str(built.prompt_tokens),
             "X-Dropped-Turns": str(built.dropped_turns),
+            "X-History": built.history_header,
+            "X-Dropped-Chunks": str(built.dropped_chunks),
             "X-Amzn-SageMaker-Custom-Attributes": f"backend_version={self.backend_version},adapter={adapter}",
         }
 
-    def _observe_done(self, started: float, tokens_out: int) -> None:
-        self.metrics.observe(MetricName.REQUEST_LATENCY, (time.perf_counter() - started) * 1000)
-        self.metrics.observe(MetricName.TOKENS_OUT, tokens_out)
+    def _observe_done(self, trace: RequestTrace) -> None:
+        """An engine answer is complete. A stream's TTFT and queue wait were observed as they happened; a plain
+        answer's come from the engine's own timings (absent when the engine gave none)."""
+        self.metrics.observe(MetricName.REQUEST_LATENCY, trace.latency_ms or 0.0)
+        self.metrics.observe(MetricName.TOKENS_OUT, trace.tokens_out or 0)
+        if trace.generation_ms is not None:
+            self.metrics.observe(MetricName.GENERATION_TIME, trace.generation_ms)
+        if not trace.stream:
+            if trace.queue_wait_ms is not None:
+                self.metrics.observe(MetricName.QUEUE_WAIT, trace.queue_wait_ms)
+            if trace.ttft_ms is not None:
+                self.metrics.observe(MetricName.TIME_TO_FIRST_TOKEN, trace.ttft_ms)
 
 
 def _error_name(exc: Exception) -> str:

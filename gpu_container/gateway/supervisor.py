@@ -83,6 +83,9 @@ def engine_command(
     command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir)]
     command += ["--served-model-name", "base", "--host", host, "--port", str(port)]
     command += ["--enable-prefix-caching", "--disable-uvicorn-access-log"]
+    # Each JSON answer then carries the engine's own queue, prefill and decode times ("metrics"): the only
+    # per-request source of queue wait and TTFT for an answer that is not streamed (gateway.request_log).
+    command += ["--enable-per-request-metrics"]
     if adapters:
         command += ["--enable-lora", "--max-loras", str(len(adapters)), "--max-lora-rank", str(lora_rank or 16)]
         command += ["--lora-modules", *(f"{name}={path}" for name, path in adapters.items())]

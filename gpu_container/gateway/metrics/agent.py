@@ -39,6 +39,8 @@ class MetricsAgent:
         GPU source; ``None`` reads NVML (and emits no GPU metrics where there is no GPU).
     scraper
         Engine scraper; ``None`` builds a :class:`~gateway.metrics.vllm_scrape.VllmScraper` for ``vllm_base_url``.
+    model_version
+        Value of the ``ModelVersion`` dimension of the per-adapter records (the model's ``MODEL_VERSION``).
 
     Examples
     --------
@@ -75,10 +77,12 @@ class MetricsAgent:
         out: TextIO | None = None,
         gpu: GpuReader | None = None,
         scraper: VllmScraper | None = None,
+        model_version: str = "",
     ) -> None:
         if interval_s <= 0:
             raise ValueError(f"interval_s must be positive, got {interval_s}")
         self._recorder = recorder
+        self._model_version = model_version
         self._interval_s = interval_s
         self._writer = EmfWriter(out if out is not None else sys.stdout, endpoint_name, variant_name)
         self._gpu: GpuReader = gpu if gpu is not None else NvmlGpuReader()
@@ -123,9 +127,12 @@ class MetricsAgent:
         async with self._flush_lock:
             engine = await self._scraper.scrape()
             readings = await self._read_gpus()
-            metrics = combine(engine, self._recorder.drain())
+            snapshot = self._recorder.drain()
+            metrics = combine(engine, snapshot)
             try:
                 await self._writer.emit(metrics)
+                for adapter, series in sorted(snapshot.by_adapter.items()):
+                    await self._writer.emit_adapter(combine({}, series), adapter, self._model_version)
                 for reading in readings:
                     await self._writer.emit(
                         {

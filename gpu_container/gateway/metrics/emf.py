@@ -101,12 +101,40 @@ class EmfWriter:
             Added to the endpoint/variant pair as a second, finer dimension set; the record then carries
             both ``[EndpointName, VariantName, *extra]`` and ``[EndpointName, VariantName]``.
         """
+        if extra_dimensions:
+            await self._emit(metrics, [{**self._base, **extra_dimensions}, dict(self._base)])
+        else:
+            await self._emit(metrics, [dict(self._base)])
+
+    async def emit_adapter(
+        self, metrics: Mapping[MetricName, float | Iterable[float]], adapter: str, model_version: str
+    ) -> None:
+        """Write one adapter's metrics with dimension sets ``[EndpointName, VariantName, Adapter]`` (what its
+        alarm watches, steady across releases) and ``[EndpointName, VariantName, ModelVersion, Adapter]`` (one
+        release's adapter, for comparing versions). The plain endpoint/variant set is left out: those totals
+        come from :meth:`emit`, and a second copy would count every request twice.
+
+        Examples
+        --------
+        >>> import io, json
+        >>> buffer = io.StringIO()
+        >>> writer = EmfWriter(buffer, "manga-chat", "primary")
+        >>> import asyncio; asyncio.run(writer.emit_adapter({MetricName.REQUESTS: 2.0}, "jp_style", "v7"))
+        >>> record = json.loads(buffer.getvalue())
+        >>> record["Adapter"], record["ModelVersion"], record["_aws"]["CloudWatchMetrics"][0]["Dimensions"]
+        ('jp_style', 'v7', [['EndpointName', 'VariantName', 'Adapter'], \
+['EndpointName', 'VariantName', 'ModelVersion', 'Adapter']])
+        """
+        by_adapter = {**self._base, str(Dimension.ADAPTER): adapter}
+        by_version = {**self._base, str(Dimension.MODEL_VERSION): model_version, str(Dimension.ADAPTER): adapter}
+        await self._emit(metrics, [by_adapter, by_version] if model_version else [by_adapter])
+
+    async def _emit(
+        self, metrics: Mapping[MetricName, float | Iterable[float]], dimension_sets: list[dict[str, str]]
+    ) -> None:
         emf = MetricsLogger(self._resolve_environment)
         emf.set_namespace(NAMESPACE)
-        if extra_dimensions:
-            emf.set_dimensions({**self._base, **extra_dimensions}, dict(self._base), use_default=False)
-        else:
-            emf.set_dimensions(dict(self._base), use_default=False)
+        emf.set_dimensions(*dimension_sets, use_default=False)
         count = 0
         for name, value in metrics.items():
             metric = MetricName(name)

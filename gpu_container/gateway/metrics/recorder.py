@@ -5,8 +5,12 @@ from __future__ import annotations
 import random
 import threading
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fleetops.metrics import MetricName
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
 
 #: Counters the agent emits every interval, zero included, so an alarm sees 0 rather than missing data.
 GATEWAY_COUNTERS: tuple[MetricName, ...] = (
@@ -14,10 +18,20 @@ GATEWAY_COUNTERS: tuple[MetricName, ...] = (
     MetricName.REQUEST_ERRORS,
     MetricName.CLIENT_ERRORS,
     MetricName.BUDGET_TRIMS,
+    MetricName.HISTORY_SUMMARIES,
+    MetricName.HISTORY_SUMMARY_FAILURES,
     MetricName.OOM_CAUGHT,
     MetricName.BREAKER_TRIPS,
     MetricName.FALLBACKS,
     MetricName.ENGINE_RESTARTS,
+)
+
+#: Counters of each adapter that served in the interval (0 included), so a per-adapter error rate has a denominator.
+ADAPTER_COUNTERS: tuple[MetricName, ...] = (
+    MetricName.REQUESTS,
+    MetricName.REQUEST_ERRORS,
+    MetricName.CLIENT_ERRORS,
+    MetricName.FALLBACKS,
 )
 
 _KNOWN: frozenset[str] = frozenset(MetricName)
@@ -41,11 +55,15 @@ class Snapshot:
         CloudWatch can compute percentiles such as TTFT p95 from the EMF value arrays.
     seen
         How many observations arrived per metric, including any that sampling left out.
+    by_adapter
+        The finished requests of each adapter seen in the interval (:meth:`GatewayMetrics.record_adapter`),
+        with every name in ``ADAPTER_COUNTERS`` present.
     """
 
     counters: dict[MetricName, float] = field(default_factory=dict)
     observations: dict[MetricName, list[float]] = field(default_factory=dict)
     seen: dict[MetricName, int] = field(default_factory=dict)
+    by_adapter: dict[str, Snapshot] = field(default_factory=dict)
 
 
 class GatewayMetrics:
@@ -77,10 +95,9 @@ class GatewayMetrics:
             raise ValueError(f"max_samples must be at least 1, got {max_samples}")
         self._max_samples = max_samples
         self._lock = threading.Lock()
-        self._counters: dict[MetricName, float] = {}
-        self._observations: dict[MetricName, list[float]] = {}
-        self._seen: dict[MetricName, int] = {}
         self._random = random.Random()
+        self._all = _Series()
+        self._adapters: dict[str, _Series] = {}
 
     def increment(self, name: MetricName, value: float = 1.0) -> None:
         """Add ``value`` to a counter.
@@ -92,7 +109,7 @@ class GatewayMetrics:
         """
         _check(name)
         with self._lock:
-            self._counters[name] = self._counters.get(name, 0.0) + value
+            self._all.increment(name, value)
 
     def observe(self, name: MetricName, value: float) -> None:
         """Record one value (a timing in ms, a token count) for percentile statistics.
@@ -104,16 +121,32 @@ class GatewayMetrics:
         """
         _check(name)
         with self._lock:
-            seen = self._seen.get(name, 0) + 1
-            self._seen[name] = seen
-            values = self._observations.setdefault(name, [])
-            if len(values) < self._max_samples:
-                values.append(value)
-            else:
-                # Reservoir sampling (Algorithm R): every value has the same chance to be kept.
-                slot = int(self._random.random() * seen)
-                if slot < self._max_samples:
-                    values[slot] = value
+            self._all.observe(name, value, self._max_samples, self._random)
+
+    def record_adapter(self, adapter: str, counted: Iterable[MetricName], observed: Mapping[MetricName, float]) -> None:
+        """Record one finished request under its adapter (emitted with the ``Adapter`` dimension).
+
+        Only these per-adapter series get the request; the endpoint/variant totals come from
+        :meth:`increment` and :meth:`observe` as before, so nothing is counted twice there.
+
+        Examples
+        --------
+        >>> metrics = GatewayMetrics()
+        >>> metrics.record_adapter("jp_style", [MetricName.REQUESTS], {MetricName.REQUEST_LATENCY: 812.0})
+        >>> snap = metrics.drain().by_adapter["jp_style"]
+        >>> snap.counters[MetricName.REQUESTS], snap.observations[MetricName.REQUEST_LATENCY]
+        (1.0, [812.0])
+        """
+        for name in (*counted, *observed):
+            _check(name)
+        with self._lock:
+            series = self._adapters.get(adapter)
+            if series is None:
+                series = self._adapters[adapter] = _Series()
+            for name in counted:
+                series.increment(name, 1.0)
+            for name, value in observed.items():
+                series.observe(name, value, self._max_samples, self._random)
 
     def drain(self) -> Snapshot:
         """Return everything recorded since the last drain and start afresh.
@@ -124,9 +157,39 @@ class GatewayMetrics:
         0.0
         """
         with self._lock:
-            recorded, self._counters = self._counters, {}
-            observations, self._observations = self._observations, {}
-            seen, self._seen = self._seen, {}
-        counters = {name: recorded.pop(name, 0.0) for name in GATEWAY_COUNTERS}
-        counters.update(recorded)
-        return Snapshot(counters=counters, observations=observations, seen=seen)
+            recorded, self._all = self._all, _Series()
+            adapters, self._adapters = self._adapters, {}
+        snapshot = recorded.snapshot(GATEWAY_COUNTERS)
+        by_adapter = {name: series.snapshot(ADAPTER_COUNTERS) for name, series in adapters.items()}
+        return Snapshot(snapshot.counters, snapshot.observations, snapshot.seen, by_adapter)
+
+
+class _Series:
+    """One set of counters and observations (the totals, or one adapter's); the caller holds the lock."""
+
+    __slots__ = ("counters", "observations", "seen")
+
+    def __init__(self) -> None:
+        self.counters: dict[MetricName, float] = {}
+        self.observations: dict[MetricName, list[float]] = {}
+        self.seen: dict[MetricName, int] = {}
+
+    def increment(self, name: MetricName, value: float) -> None:
+        self.counters[name] = self.counters.get(name, 0.0) + value
+
+    def observe(self, name: MetricName, value: float, max_samples: int, rng: random.Random) -> None:
+        seen = self.seen.get(name, 0) + 1
+        self.seen[name] = seen
+        values = self.observations.setdefault(name, [])
+        if len(values) < max_samples:
+            values.append(value)
+        else:
+            # Reservoir sampling (Algorithm R): every value has the same chance to be kept.
+            slot = int(rng.random() * seen)
+            if slot < max_samples:
+                values[slot] = value
+
+    def snapshot(self, always: tuple[MetricName, ...]) -> Snapshot:
+        counters = {name: self.counters.pop(name, 0.0) for name in always}
+        counters.update(self.counters)
+        return Snapshot(counters=counters, observations=self.observations, seen=self.seen)

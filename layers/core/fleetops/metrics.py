@@ -18,6 +18,10 @@ class Dimension(StrEnum):
 
     ENDPOINT = "EndpointName"
     VARIANT = "VariantName"
+    # Per-request metrics also carry these (beside the endpoint/variant pair), so one adapter's latency or one
+    # model version's errors can be told apart; per-adapter alarms watch [EndpointName, VariantName, Adapter].
+    ADAPTER = "Adapter"
+    MODEL_VERSION = "ModelVersion"
 
 
 class MetricName(StrEnum):
@@ -44,6 +48,7 @@ class MetricName(StrEnum):
     REQUEST_LATENCY = "RequestLatencyMs"
     TOKENS_IN = "TokensIn"
     TOKENS_OUT = "TokensOut"
+    GENERATION_TIME = "GenerationTimeMs"  # first to last token of an answer (the decode; no queue, no prefill)
     BUDGET_TRIMS = "BudgetTrims"
     OOM_CAUGHT = "OomCaught"
     BREAKER_TRIPS = "BreakerTrips"
@@ -78,6 +83,7 @@ UNITS: dict[MetricName, str] = {
     MetricName.REQUEST_LATENCY: "Milliseconds",
     MetricName.TOKENS_IN: "Count",
     MetricName.TOKENS_OUT: "Count",
+    MetricName.GENERATION_TIME: "Milliseconds",
     MetricName.BUDGET_TRIMS: "Count",
     MetricName.OOM_CAUGHT: "Count",
     MetricName.BREAKER_TRIPS: "Count",
