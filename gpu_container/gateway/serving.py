@@ -346,19 +346,23 @@ class InvocationService:
 
 
 def _error_name(exc: Exception) -> str:
-    """The exception's class, with the service's error code when it carries one (botocore's ``ClientError``).
+    """The exception's class, with the service's error code when it carries another one (botocore's generic
+    ``ClientError``; a modelled error's class is its code already).
 
     Examples
     --------
     >>> class ClientError(Exception):
     ...     response = {"Error": {"Code": "ThrottlingException", "Message": "slow down"}}
-    >>> _error_name(ClientError("quoted request")), _error_name(KeyError("output"))
-    ('ClientError(ThrottlingException)', 'KeyError')
+    >>> class ThrottlingException(ClientError):
+    ...     pass
+    >>> _error_name(ClientError("quoted request")), _error_name(ThrottlingException()), _error_name(KeyError("x"))
+    ('ClientError(ThrottlingException)', 'ThrottlingException', 'KeyError')
     """
+    name = type(exc).__name__
     response = getattr(exc, "response", None)
     error = response.get("Error") if isinstance(response, dict) else None
     code = error.get("Code") if isinstance(error, dict) else None
-    return f"{type(exc).__name__}({code})" if code else type(exc).__name__
+    return f"{name}({code})" if code and code != name else name
 
 
 def _classify(status: int, content: bytes) -> Failure:
