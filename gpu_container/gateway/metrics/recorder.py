@@ -24,6 +24,7 @@ GATEWAY_COUNTERS: tuple[MetricName, ...] = (
     MetricName.BREAKER_TRIPS,
     MetricName.FALLBACKS,
     MetricName.ENGINE_RESTARTS,
+    MetricName.BEDROCK_FALLBACK_ERRORS,  # 0 where no fallback model failed (or none is configured)
 )
 
 #: Counters of each adapter that served in the interval (0 included), so a per-adapter error rate has a denominator.
