@@ -24,14 +24,14 @@ from typing import Any
 
 import httpx
 
-from devtools.local_serving import CPU_ENGINE_ARGS, engine_pids, engine_totals, start_gateway
+from devtools.local_serving import CPU_ENGINE_ARGS, default_max_model_len, engine_pids, engine_totals, start_gateway
 from devtools.tiny_model import ADAPTERS, ensure_tiny_model
 
 REPO = Path(__file__).resolve().parents[1]
 SESSIONS = 6
 TURNS = 40
 MAX_TOKENS = 96
-MAX_MODEL_LEN = 2048
+MAX_MODEL_LEN = default_max_model_len()
 KV_CACHE_BYTES = 6 * 1024 * 1024  # ~6k tokens of the tiny model: three max-length requests for six sessions
 TEXT = "which manga volume ships next week is the preorder open 最新刊 予約 発売日 漫画 shipping to Tokyo refund"
 

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from devtools.emulator import MotoServer
-from devtools.local_serving import sse_data, start_gateway
+from devtools.local_serving import default_max_model_len, sse_data, start_gateway
 from devtools.tiny_model import ensure_tiny_model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -80,7 +80,7 @@ def run(emulator: MotoServer) -> None:
                 _say(
                     f"  turn {turns + 1:>2}: {turns:>2} prior turns -> dropped {response.headers['x-dropped-turns']:>2}"
                     f" (marker '[N earlier turns omitted]'), prompt {usage['prompt_tokens']} + max_tokens 16 tokens"
-                    " <= 2048"
+                    f" <= {default_max_model_len()}"
                 )
 
             _say("\nA streamed answer (stream: true, as InvokeEndpointWithResponseStream uses it):")

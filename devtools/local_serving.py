@@ -143,7 +143,7 @@ def start_engine(
     logs: Path | None = None,
     kv_cache_gib: int = 1,
     kv_cache_bytes: int | None = None,
-    max_model_len: int = 2048,
+    max_model_len: int | None = None,
     extra_args: list[str] | None = None,
     timeout_s: float = 300.0,
     cpus: set[int] | None = None,
@@ -151,7 +151,8 @@ def start_engine(
     """Start one real vLLM OpenAI server on the CPU with the tiny model and its three adapters.
 
     ``kv_cache_bytes`` sets a deliberately small KV cache (``--kv-cache-memory-bytes``) instead of
-    ``kv_cache_gib``. ``cpus`` pins the engine, its compute threads included, to those CPUs.
+    ``kv_cache_gib``. ``max_model_len`` defaults to ``gateway.yaml``'s (what an attached gateway budgets for).
+    ``cpus`` pins the engine, its compute threads included, to those CPUs.
     """
     from gateway.supervisor import engine_command
 
@@ -160,7 +161,7 @@ def start_engine(
         tiny.model_dir,
         dict(tiny.adapters),
         lora_rank=LORA_RANK,
-        knobs=EngineKnobs(max_model_len=max_model_len),
+        knobs=EngineKnobs(max_model_len=max_model_len or default_max_model_len()),
         host="127.0.0.1",
         port=port,
         extra_args=[
@@ -178,6 +179,11 @@ def start_engine(
         yield EngineHandle(f"http://127.0.0.1:{port}", port, tiny.model_dir, dict(tiny.adapters), process)
     finally:
         process.stop(timeout_s=15)
+
+
+def default_max_model_len() -> int:
+    """``engine.max_model_len`` of the shipped ``gateway.yaml`` (what a gateway with the default config budgets for)."""
+    return int(yaml.safe_load(DEFAULT_CONFIG.read_text())["engine"]["max_model_len"])
 
 
 def engine_pids(port: int) -> list[int]:

@@ -35,6 +35,7 @@ from gateway.routing import (
     served_adapters,
 )
 from gateway.serving import InvocationService
+from gateway.summary import Summarizer
 from gateway.supervisor import Engine, EngineSupervisor, ExternalEngine, engine_command
 from gateway.tokens import TokenCounter, TokenizerError
 from gateway.upstream import Upstream
@@ -117,7 +118,9 @@ def build_gateway(env: Environment, config: GatewayConfig) -> Gateway:
         adapter_source(env),
         knobs,
     )
-    builder = PromptBuilder(TokenCounter(env.model_dir), config.system_prompt, config.budget)
+    counter = TokenCounter(env.model_dir)
+    builder = PromptBuilder(counter, config.system_prompt, config.budget)
+    builder.check_system_prompt()
     # Pooled clients: aiohttp (C parser) on the hot path, httpx for health checks and warm-up.
     limits = httpx.Limits(max_connections=16, max_keepalive_connections=8)
     client = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(60.0, connect=2.0))
@@ -164,6 +167,7 @@ def build_gateway(env: Environment, config: GatewayConfig) -> Gateway:
         backend_version=env.model_version,
         limits=config.limits,
         fallback_model=fallback,
+        summarizer=_summarizer(config, counter, metrics),
     )
     background: list[object] = [_metrics_agent(env, metrics, engine.base_url)]
     gpu_health = _gpu_health(config.gpu_health, metrics)
@@ -182,6 +186,13 @@ def _gpu_health(checks: GpuHealthConfig, metrics: GatewayMetrics) -> GpuHealthMo
         logger.info("GPU health not checked: pynvml is not installed")
         return None
     return GpuHealthMonitor(NvmlHealthReader(pynvml), checks, metrics)
+
+
+def _summarizer(config: GatewayConfig, counter: TokenCounter, metrics: GatewayMetrics) -> Summarizer | None:
+    if config.summary.mode == "off":
+        return None
+    budget = config.budget
+    return Summarizer(config.summary, counter, budget.max_model_len, budget.summary_tokens, metrics)
 
 
 def _metrics_agent(env: Environment, metrics: GatewayMetrics, base_url: str) -> object:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, model_validator
@@ -43,13 +43,20 @@ class SystemPrompt(StrictModel):
 
 
 class BudgetConfig(StrictModel):
-    """Token budgets; ``max_model_len`` is the engine's effective one (never set in the file's ``budget``)."""
+    """Token budgets by category; ``max_model_len`` is the engine's effective one (never set in ``budget``).
+
+    The categories (system, retrieval, recent turns, the older-turn summary) and the largest answer add up to
+    at most ``max_model_len``, so a request whose parts each stay inside their category always fits, and only
+    an unusually long question makes the builder cut (history first, retrieval last, by whole chunks).
+    """
 
     max_model_len: int = Field(gt=0)
     default_max_tokens: int = Field(gt=0)
     max_tokens_limit: int = Field(gt=0)
+    system_tokens: int = Field(default=400, gt=0)
     history_high_tokens: int = Field(gt=0)
     history_low_tokens: int = Field(ge=0)
+    summary_tokens: int = Field(default=400, ge=0)
     compressed_history_tokens: int = Field(ge=0)
     max_context_tokens: int = Field(gt=0)
     truncation_marker: str = "[{dropped} earlier turns omitted]"
@@ -67,7 +74,61 @@ class BudgetConfig(StrictModel):
             )
         if "{dropped}" not in self.truncation_marker:
             raise ValueError("budget.truncation_marker must contain '{dropped}'")
+        categories = self.categories
+        if sum(categories.values()) > self.max_model_len:
+            parts = " + ".join(f"{name} {tokens}" for name, tokens in categories.items())
+            raise ValueError(
+                f"budget categories ({parts} = {sum(categories.values())}) must fit the engine's max_model_len "
+                f"({self.max_model_len})"
+            )
         return self
+
+    @property
+    def categories(self) -> dict[str, int]:
+        """What each category may take of ``max_model_len`` (generation: the longest answer allowed).
+
+        Examples
+        --------
+        >>> budget = BudgetConfig(max_model_len=4096, default_max_tokens=256, max_tokens_limit=512,
+        ...                       history_high_tokens=1200, history_low_tokens=600, compressed_history_tokens=128,
+        ...                       max_context_tokens=1400)
+        >>> budget.categories
+        {'system': 400, 'retrieval': 1400, 'history': 1200, 'summary': 400, 'generation': 512}
+        """
+        return {
+            "system": self.system_tokens,
+            "retrieval": self.max_context_tokens,
+            "history": self.history_high_tokens,
+            "summary": self.summary_tokens,
+            "generation": self.max_tokens_limit,
+        }
+
+
+#: How older turns are summarised when the window slides: by the serving model, by extraction, or not at all.
+SummaryMode = Literal["model", "extractive", "off"]
+
+
+class SummaryConfig(StrictModel):
+    """The older-turn summary that takes the place of dropped turns (:mod:`gateway.summary`).
+
+    ``model``: a short chat completion by the base model (``max_tokens``, ``timeout_s``, temperature 0);
+    ``extractive``: the user's stated preferences and the titles named, no engine call; ``off``: the marker
+    only. Summaries are cached by the content of the turns they stand for (``cache_entries``, least recently
+    used out first), so the prompt's prefix stays byte-stable between slides of the window.
+    """
+
+    mode: SummaryMode = "model"
+    max_tokens: int = Field(default=160, gt=0)
+    timeout_s: float = Field(default=5.0, gt=0, le=30)
+    cache_entries: int = Field(default=4096, gt=0)
+    instruction: str = Field(
+        default=(
+            "Summarize the earlier conversation below in at most five short sentences, for the assistant who "
+            "continues it. Keep the customer's stated preferences, every title named and any open request. "
+            "Write only the summary."
+        ),
+        min_length=1,
+    )
 
 
 class Route(StrictModel):
@@ -186,7 +247,18 @@ class GatewayConfig(StrictModel):
     drain: DrainConfig = DrainConfig()
     server: ServerConfig = ServerConfig()
     limits: RequestLimits = RequestLimits()
+    summary: SummaryConfig = SummaryConfig()
     gpu_health: GpuHealthConfig = GpuHealthConfig()
+
+    @model_validator(mode="after")
+    def _summary_fits_its_slot(self) -> GatewayConfig:
+        # The summary is generated into the summary category, whose header takes a few tokens more.
+        if self.summary.mode == "model" and self.summary.max_tokens >= self.budget.summary_tokens:
+            raise ValueError(
+                f"summary.max_tokens ({self.summary.max_tokens}) must be below budget.summary_tokens "
+                f"({self.budget.summary_tokens})"
+            )
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -350,7 +422,7 @@ def load_gateway_config(path: str | Path) -> GatewayConfig:
     Examples
     --------
     >>> load_gateway_config(DEFAULT_CONFIG).engine.max_model_len
-    2048
+    4096
     """
     path = Path(path)
     try:

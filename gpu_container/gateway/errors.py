@@ -53,6 +53,7 @@ class ErrorCode(StrEnum):
     )
     MAX_TOKENS_TOO_LARGE = "max_tokens_too_large", 400, "max_tokens is beyond the budget", MetricName.CLIENT_ERRORS
     CONTEXT_TOO_LARGE = "context_too_large", 400, "retrieved_context is beyond the budget", MetricName.CLIENT_ERRORS
+    SYSTEM_TOO_LARGE = "system_too_large", 400, "the system messages are beyond the budget", MetricName.CLIENT_ERRORS
     PROMPT_TOO_LARGE = "prompt_too_large", 400, "the prompt does not fit max_model_len", MetricName.CLIENT_ERRORS
     UNKNOWN_ADAPTER = "unknown_adapter", 400, "unknown adapter", MetricName.CLIENT_ERRORS
     PAYLOAD_TOO_LARGE = "payload_too_large", 413, "request body over the size limit", MetricName.CLIENT_ERRORS

@@ -1,32 +1,79 @@
-"""The context budget: a byte-stable cacheable prefix, then a sliding window of turns that slides in chunks.
+"""The context budget by category: a byte-stable prefix, a summary slot, a sliding window of turns, the evidence.
 
 Prompt layout (what the engine sees, in order)::
 
     system    the versioned system prompt            <- byte-stable: identical for every request
-    system    "[N earlier turns omitted]"            <- only when turns were dropped; N changes only at checkpoints
+    system    the summary slot                       <- only when turns were dropped; changes only at checkpoints
     ...       kept history turns, oldest first       <- grows by appending, so the prefix cache keeps hitting
     system    the client's own system messages, if any
     user      retrieved context + the current question
 
-The window is computed from the conversation alone (the gateway keeps no session state): walking the
-turns oldest first, history may grow to ``history_high_tokens``; when a turn pushes it over, the oldest
-turns are dropped at once until it is at most ``history_low_tokens``. Replaying the same walk on the
-next request gives the same cut point, so most turns only append to the previous prompt, and the
-prefix changes only at those checkpoints. The system prompt, the retrieved context and the current
-question are always kept, and ``prompt_tokens + max_tokens <= max_model_len`` always holds.
+Each part has its category in ``budget`` (system, retrieval, recent turns, summary; the rest is the
+answer's). The window is computed from the conversation alone (the gateway keeps no session state): walking
+the turns oldest first, history may grow to ``history_high_tokens``; when a turn pushes it over, the oldest
+turns are dropped at once until it is at most ``history_low_tokens``. Replaying the same walk on the next
+request gives the same cut points, so most turns only append to the previous prompt, and the prefix
+changes only at those checkpoints. The slot holds ``truncation_marker`` and, when a summary of the dropped
+turns is at hand (:mod:`gateway.summary`), that summary.
+
+When the parts do not fit ``max_model_len - max_tokens`` (an unusually long question), history is cut
+first (the oldest kept turns, then the summary, down to the marker), retrieved evidence last and by whole
+chunks from the end (the least relevant), and the request is refused only when even that cannot fit.
+``prompt_tokens + max_tokens <= max_model_len`` always holds.
+
+Building is two steps: :meth:`PromptBuilder.draft` (pure, in a worker thread) fits everything and leaves the
+slot's text open; :meth:`PromptBuilder.assemble` fills it. Between the two the server may ask the engine for
+a summary (an async call), which is why they are apart.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from gateway.config import GatewayConfigError
 from gateway.errors import ErrorCode, GatewayError
 from gateway.protocol import ChatMessage, InvocationRequest
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from gateway.config import BudgetConfig, SystemPrompt
     from gateway.tokens import Message, TokenCounter
+
+#: Between two retrieved chunks in the question's message.
+CHUNK_SEPARATOR = "\n---\n"
+
+#: ``BuiltPrompt.summary`` when the slot holds the marker alone (no summary, or the summary failed).
+MARKER = "marker"
+
+
+class SlotText(NamedTuple):
+    """A summary for the slot: its text and what wrote it (``model``, ``extractive``)."""
+
+    text: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A request fitted to the budget; only the summary slot's text is still open.
+
+    ``summarized`` holds the turns a summary would stand for (those before the window's checkpoint; empty when
+    the slot holds the marker only), ``previous`` how many of them the window's previous checkpoint dropped (a
+    summary of those, when cached, is extended rather than redone).
+    """
+
+    head: list[Message]
+    kept: list[Message]
+    final: list[Message]
+    max_tokens: int
+    dropped_turns: int
+    kept_turns: int
+    dropped_chunks: int
+    slot_tokens: int
+    summarized: tuple[tuple[ChatMessage, ...], ...] = ()
+    previous: int = 0
 
 
 @dataclass(frozen=True)
@@ -38,10 +85,44 @@ class BuiltPrompt:
     max_tokens: int
     dropped_turns: int
     kept_turns: int
+    dropped_chunks: int = 0
+    summary: str | None = None  # what the slot holds: None (no turn dropped), "marker", "model", "extractive"
 
     @property
     def trimmed(self) -> bool:
         return self.dropped_turns > 0
+
+    @property
+    def history(self) -> dict[str, Any] | None:
+        """What the answer says about the history (``backend.history``); ``None`` when every turn was kept.
+
+        Examples
+        --------
+        >>> BuiltPrompt([], 10, 5, dropped_turns=12, kept_turns=4, summary="model").history
+        {'dropped_turns': 12, 'summarized': True, 'summary': 'model'}
+        >>> BuiltPrompt([], 10, 5, dropped_turns=0, kept_turns=4).history is None
+        True
+        """
+        if not self.trimmed:
+            return None
+        return {"dropped_turns": self.dropped_turns, "summarized": self.summary != MARKER, "summary": self.summary}
+
+    @property
+    def history_header(self) -> str:
+        """``X-History``: ``full``, ``summarized;turns=N;by=<source>`` or ``trimmed;turns=N`` (the marker alone).
+
+        Examples
+        --------
+        >>> BuiltPrompt([], 10, 5, dropped_turns=12, kept_turns=4, summary="extractive").history_header
+        'summarized;turns=12;by=extractive'
+        >>> BuiltPrompt([], 10, 5, dropped_turns=3, kept_turns=4, summary="marker").history_header
+        'trimmed;turns=3'
+        """
+        if not self.trimmed:
+            return "full"
+        if self.summary == MARKER:
+            return f"trimmed;turns={self.dropped_turns}"
+        return f"summarized;turns={self.dropped_turns};by={self.summary}"
 
 
 def split_turns(history: list[ChatMessage]) -> list[list[ChatMessage]]:
@@ -62,6 +143,26 @@ def split_turns(history: list[ChatMessage]) -> list[list[ChatMessage]]:
     return turns
 
 
+def window_cuts(turn_tokens: list[int], high: int, low: int) -> list[int]:
+    """Every checkpoint of the window, oldest first: the first kept turn after each slide.
+
+    Examples
+    --------
+    >>> window_cuts([100] * 10, high=500, low=250)  # slides at the 6th and the 10th turn
+    [4, 8]
+    """
+    cuts: list[int] = []
+    start, total = 0, 0
+    for index, tokens in enumerate(turn_tokens):
+        total += tokens
+        if total > high:
+            while total > low and start <= index:
+                total -= turn_tokens[start]
+                start += 1
+            cuts.append(start)
+    return cuts
+
+
 def window_start(turn_tokens: list[int], high: int, low: int) -> int:
     """Index of the first kept turn: slide in chunks from ``high`` down to ``low`` (stable checkpoints).
 
@@ -76,14 +177,64 @@ def window_start(turn_tokens: list[int], high: int, low: int) -> int:
     >>> window_start([100] * 10, high=500, low=250)  # the 10th overflows: the next cut
     8
     """
-    start, total = 0, 0
-    for index, tokens in enumerate(turn_tokens):
-        total += tokens
-        if total > high:
-            while total > low and start <= index:
-                total -= turn_tokens[start]
-                start += 1
-    return start
+    cuts = window_cuts(turn_tokens, high, low)
+    return cuts[-1] if cuts else 0
+
+
+class Fit(NamedTuple):
+    """How a prompt fits: the first kept turn, the slot's reservation and how many chunks stay."""
+
+    start: int
+    slot: str  # "summary", "marker" or "none"
+    chunks: int
+
+
+def fit(
+    room: int, turns: list[int], start: int, slot: dict[str, int], chunks: int, context: Callable[[int], int],
+    summary: bool,
+) -> Fit:  # fmt: skip
+    """Cut until the parts fit ``room``: history first (the oldest kept turns, then the summary, then the
+    marker), retrieved evidence last, by whole chunks from the end (the least relevant).
+
+    ``turns`` are the history's turn sizes, ``start`` the window's checkpoint, ``slot`` the reservation of each
+    slot kind, ``summary`` whether the slot may hold a summary; ``context(n)`` is what the first ``n`` of the
+    ``chunks`` retrieved chunks take. With nothing left to cut the result may still be over ``room``: only
+    when the bare question does not fit, which the caller refuses first.
+
+    Examples
+    --------
+    Four turns of 100, three chunks of 200, a 50-token summary slot, a 10-token marker. Everything fits in
+    1,050; in 800 the oldest turns go first; in 300 every turn, the summary and then the last two chunks:
+
+    >>> slot = {"summary": 50, "marker": 10}
+    >>> fit(1050, [100] * 4, 1, slot, 3, lambda n: 200 * n, summary=True)
+    Fit(start=1, slot='summary', chunks=3)
+    >>> fit(800, [100] * 4, 1, slot, 3, lambda n: 200 * n, summary=True)
+    Fit(start=3, slot='summary', chunks=3)
+    >>> fit(300, [100] * 4, 1, slot, 3, lambda n: 200 * n, summary=True)
+    Fit(start=4, slot='marker', chunks=1)
+    >>> fit(5, [100] * 4, 1, slot, 3, lambda n: 200 * n, summary=True)
+    Fit(start=4, slot='none', chunks=0)
+    """
+    suffix = [0] * (len(turns) + 1)
+    for index in range(len(turns) - 1, -1, -1):
+        suffix[index] = suffix[index + 1] + turns[index]
+    kind = "none" if start == 0 else ("summary" if summary else "marker")
+    kept_chunks = chunks
+    while True:
+        if suffix[start] + slot.get(kind, 0) + context(kept_chunks) <= room:
+            return Fit(start, kind, kept_chunks)
+        if start < len(turns):
+            start += 1
+            kind = "summary" if summary else "marker"
+        elif kind == "summary":
+            kind = "marker"
+        elif kept_chunks:
+            kept_chunks -= 1
+        elif kind == "marker":
+            kind = "none"
+        else:
+            return Fit(start, "none", 0)
 
 
 class PromptBuilder:
@@ -105,25 +256,27 @@ class PromptBuilder:
         self.budget = budget
         self._prefix: list[Message] = [{"role": "system", "content": system_prompt.text}]
 
+    def check_system_prompt(self) -> None:
+        """Refuse to start when the system prompt alone is over ``budget.system_tokens``.
+
+        Raises
+        ------
+        GatewayConfigError
+            Naming both numbers.
+        """
+        used = self.counter.message("system", self.system_prompt.text)
+        if used > self.budget.system_tokens:
+            raise GatewayConfigError(
+                f"system_prompt.text takes {used} tokens: over budget.system_tokens ({self.budget.system_tokens})"
+            )
+
     @property
     def prefix(self) -> list[Message]:
         """The byte-stable part every prompt starts with (what warm-up puts into the prefix cache)."""
         return list(self._prefix)
 
     def build(self, request: InvocationRequest, compressed: bool = False) -> BuiltPrompt:
-        """Fit a request into the budget.
-
-        Parameters
-        ----------
-        request
-            The parsed invocation.
-        compressed
-            Keep at most ``compressed_history_tokens`` of history (the one retry after an engine failure).
-
-        Raises
-        ------
-        GatewayError
-            ``max_tokens_too_large``, ``no_question``, ``context_too_large`` or ``prompt_too_large``.
+        """Fit a request into the budget, with the marker alone in the slot (no summary).
 
         Examples
         --------
@@ -138,18 +291,38 @@ class PromptBuilder:
         ...         return sum(self.message(m["role"], m["content"]) for m in messages)
         ...     def count_text(self, text):
         ...         return len(text.split())
-        >>> budget = BudgetConfig(max_model_len=200, default_max_tokens=20, max_tokens_limit=50, history_high_tokens=60,
-        ...                       history_low_tokens=30, compressed_history_tokens=10, max_context_tokens=50)
+        >>> budget = BudgetConfig(max_model_len=200, default_max_tokens=20, max_tokens_limit=50, system_tokens=20,
+        ...                       history_high_tokens=60, history_low_tokens=30, summary_tokens=20,
+        ...                       compressed_history_tokens=10, max_context_tokens=50)
         >>> system = SystemPrompt(version="1", text="You are the manga store's assistant.")
         >>> builder = PromptBuilder(Words(), system, budget)
         >>> turn = [ChatMessage(role="user", content="Any manga like Frieren?"),
         ...         ChatMessage(role="assistant", content="Try Dungeon Meshi.")]
         >>> request = InvocationRequest(messages=[*turn * 10, ChatMessage(role="user", content="And after that?")])
         >>> built = builder.build(request)
-        >>> built.dropped_turns, built.kept_turns, built.messages[1]["content"]
-        (4, 6, '[4 earlier turns omitted]')
+        >>> built.dropped_turns, built.kept_turns, built.messages[1]["content"], built.summary
+        (4, 6, '[4 earlier turns omitted]', 'marker')
         >>> built.prompt_tokens + built.max_tokens <= builder.budget.max_model_len
         True
+        """
+        return self.assemble(self.draft(request, compressed), None)
+
+    def draft(self, request: InvocationRequest, compressed: bool = False) -> Draft:
+        """Fit a request into the budget, leaving the summary slot's text open.
+
+        Parameters
+        ----------
+        request
+            The parsed invocation.
+        compressed
+            Keep at most ``compressed_history_tokens`` of history and the marker alone (the one retry after
+            an engine failure).
+
+        Raises
+        ------
+        GatewayError
+            ``max_tokens_too_large``, ``no_question``, ``system_too_large``, ``context_too_large`` or
+            ``prompt_too_large``, each naming its limit.
         """
         budget, counter = self.budget, self.counter
         field, asked = request.answer_tokens  # max_tokens or max_completion_tokens: one cap for both names
@@ -166,17 +339,19 @@ class PromptBuilder:
             raise GatewayError(ErrorCode.NO_QUESTION)
         question = conversation[-1].content
         client_system = [{"role": "system", "content": m.content} for m in conversation[:-1] if m.role == "system"]
+        self._check_system(client_system)
+        chunks = request.retrieved_context
+        self._check_context(chunks)
         history = [m for m in conversation[:-1] if m.role != "system"]
-        final = [*client_system, {"role": "user", "content": self._with_context(request.retrieved_context, question)}]
 
         available = budget.max_model_len - max_tokens
-        fixed = counter.count([*self._prefix, *final])
-        if fixed > available:
+        bare = counter.count([*self._prefix, *self._final(client_system, [], question)])
+        if bare > available:
             raise GatewayError(
                 ErrorCode.PROMPT_TOO_LARGE,
-                f"system prompt, context and question take {fixed} tokens; with max_tokens {max_tokens} at most "
+                f"system prompt and question take {bare} tokens; with max_tokens {max_tokens} at most "
                 f"{available} fit in max_model_len {budget.max_model_len}",
-                prompt_tokens=fixed,
+                prompt_tokens=bare,
                 limit=available,
             )
         turns = split_turns(history)
@@ -184,35 +359,96 @@ class PromptBuilder:
         high, low = budget.history_high_tokens, budget.history_low_tokens
         if compressed:
             high = low = min(low, budget.compressed_history_tokens)
-        start = window_start(sizes, high, low)
-        room = available - fixed
-        while start < len(turns):
-            marker = self._marker(start)
-            used = sum(sizes[start:]) + sum(counter.message(m["role"], m["content"]) for m in marker)
-            if used <= room:
-                break
-            start += 1  # a hard trim beyond the checkpoint: only when the question itself is very long
-        kept = [{"role": m.role, "content": m.content} for turn in turns[start:] for m in turn]
-        messages = [*self._prefix, *self._marker(start), *kept, *final]
-        prompt_tokens = counter.count(messages)
-        if prompt_tokens + max_tokens > budget.max_model_len:  # the invariant the KV cache depends on: a bug
-            raise RuntimeError(f"budget violated: {prompt_tokens} + {max_tokens} > {budget.max_model_len}")
-        return BuiltPrompt(messages, prompt_tokens, max_tokens, dropped_turns=start, kept_turns=len(turns) - start)
+        cuts = window_cuts(sizes, high, low)
+        checkpoint = cuts[-1] if cuts else 0
 
-    def _with_context(self, context: list[str], question: str) -> str:
+        def context(n: int) -> int:  # exact: the final message is counted whole with its first n chunks
+            return counter.count([*self._prefix, *self._final(client_system, chunks[:n], question)]) - bare
+
+        slot = {"summary": budget.summary_tokens, "marker": self._marker_tokens(len(turns))}
+        placed = fit(available - bare, sizes, checkpoint, slot, len(chunks), context, summary=not compressed)
+        kept = [{"role": m.role, "content": m.content} for turn in turns[placed.start :] for m in turn]
+        summary = placed.slot == "summary"
+        return Draft(
+            head=self.prefix,
+            kept=kept,
+            final=self._final(client_system, chunks[: placed.chunks], question),
+            max_tokens=max_tokens,
+            dropped_turns=placed.start,
+            kept_turns=len(turns) - placed.start,
+            dropped_chunks=len(chunks) - placed.chunks,
+            slot_tokens=slot.get(placed.slot, 0),
+            summarized=tuple(tuple(turn) for turn in turns[:checkpoint]) if summary else (),
+            previous=cuts[-2] if summary and len(cuts) > 1 else 0,
+        )
+
+    def assemble(self, draft: Draft, summary: SlotText | None) -> BuiltPrompt:
+        """The prompt of a draft, with ``summary`` (or the marker alone) in its slot.
+
+        Raises
+        ------
+        RuntimeError
+            When the result would break ``prompt_tokens + max_tokens <= max_model_len`` (a bug, never input).
+        """
+        slot: list[Message] = []
+        source: str | None = None
+        if draft.dropped_turns and draft.slot_tokens:
+            marker = self.budget.truncation_marker.format(dropped=draft.dropped_turns)
+            text = summary.text.strip() if summary and draft.summarized else ""
+            content = self._bounded(marker, text, draft.slot_tokens)
+            source = summary.source if summary and content != marker else MARKER
+            slot = [{"role": "system", "content": content}]
+        elif draft.dropped_turns:
+            source = MARKER
+        messages = [*draft.head, *slot, *draft.kept, *draft.final]
+        prompt_tokens = self.counter.count(messages)
+        if prompt_tokens + draft.max_tokens > self.budget.max_model_len:  # the invariant the KV cache depends on
+            raise RuntimeError(f"budget violated: {prompt_tokens} + {draft.max_tokens} > {self.budget.max_model_len}")
+        return BuiltPrompt(
+            messages,
+            prompt_tokens,
+            draft.max_tokens,
+            dropped_turns=draft.dropped_turns,
+            kept_turns=draft.kept_turns,
+            dropped_chunks=draft.dropped_chunks,
+            summary=source,
+        )
+
+    def _bounded(self, marker: str, text: str, limit: int) -> str:
+        """The slot's content, ``marker`` then the summary, shortened at word ends to ``limit`` tokens."""
+        content = f"{marker}\nSummary: {text}" if text else marker
+        while text and self.counter.message("system", content) > limit:
+            text = text[: max(len(text) * 9 // 10, 1)].rsplit(" ", 1)[0] if " " in text else ""
+            content = f"{marker}\nSummary: {text}" if text else marker
+        return content
+
+    def _marker_tokens(self, turns: int) -> int:
+        return self.counter.message("system", self.budget.truncation_marker.format(dropped=turns))
+
+    def _check_system(self, client_system: list[Message]) -> None:
+        used = sum(self.counter.message(m["role"], m["content"]) for m in [*self._prefix, *client_system])
+        if used > self.budget.system_tokens:
+            raise GatewayError(
+                ErrorCode.SYSTEM_TOO_LARGE,
+                f"the system prompt and the request's system messages take {used} tokens; at most "
+                f"{self.budget.system_tokens} are allowed",
+                field="messages",
+                limit=self.budget.system_tokens,
+            )
+
+    def _check_context(self, context: list[str]) -> None:
         if not context:
-            return question
-        text = "\n---\n".join(context)
-        tokens = self.counter.count_text(text)
+            return
+        tokens = self.counter.count_text(CHUNK_SEPARATOR.join(context))
         if tokens > self.budget.max_context_tokens:
             raise GatewayError(
                 ErrorCode.CONTEXT_TOO_LARGE,
                 f"retrieved_context has {tokens} tokens; at most {self.budget.max_context_tokens} are allowed",
+                field="retrieved_context",
                 limit=self.budget.max_context_tokens,
             )
-        return f"Context:\n{text}\n\nQuestion: {question}"
 
-    def _marker(self, dropped: int) -> list[Message]:
-        if dropped == 0:
-            return []
-        return [{"role": "system", "content": self.budget.truncation_marker.format(dropped=dropped)}]
+    @staticmethod
+    def _final(client_system: list[Message], context: list[str], question: str) -> list[Message]:
+        content = f"Context:\n{CHUNK_SEPARATOR.join(context)}\n\nQuestion: {question}" if context else question
+        return [*client_system, {"role": "user", "content": content}]

@@ -8,11 +8,11 @@ import time
 import httpx
 import pytest
 
-from devtools.local_serving import EngineHandle, GatewayHandle, engine_totals, sse_data
+from devtools.local_serving import EngineHandle, GatewayHandle, default_max_model_len, engine_totals, sse_data
 
 pytestmark = pytest.mark.container
 
-MAX_MODEL_LEN = 2048  # gpu_container/config/gateway.yaml
+MAX_MODEL_LEN = default_max_model_len()  # gpu_container/config/gateway.yaml
 
 
 def chat(text: str, **extra: object) -> dict[str, object]:

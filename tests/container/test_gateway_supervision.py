@@ -18,7 +18,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from devtools.local_serving import GatewayHandle, engine_pids, engine_totals, sse_data, start_gateway
+from devtools.local_serving import (
+    GatewayHandle,
+    default_max_model_len,
+    engine_pids,
+    engine_totals,
+    sse_data,
+    start_gateway,
+)
 from devtools.tiny_model import TinyModel
 from gateway.upstream import KEEPALIVE_S
 
@@ -90,7 +97,7 @@ def test_the_models_engine_knobs_reach_the_engine(owned: GatewayHandle) -> None:
     args = Path(f"/proc/{engine_pid}/cmdline").read_bytes().decode().split("\0")
 
     assert args[args.index("--max-num-seqs") + 1] == "8"  # SM_VLLM_MAX_NUM_SEQS
-    assert args[args.index("--max-model-len") + 1] == "2048"  # gateway.yaml's engine section
+    assert args[args.index("--max-model-len") + 1] == str(default_max_model_len())  # gateway.yaml's engine section
 
 
 def test_the_engine_keeps_idle_connections_longer_than_the_gateway_reuses_them(owned: GatewayHandle) -> None:

@@ -50,6 +50,8 @@ class MetricName(StrEnum):
     TOKENS_OUT = "TokensOut"
     GENERATION_TIME = "GenerationTimeMs"  # first to last token of an answer (the decode; no queue, no prefill)
     BUDGET_TRIMS = "BudgetTrims"
+    HISTORY_SUMMARIES = "HistorySummaries"  # summary calls to the engine (older turns, when the window slides)
+    HISTORY_SUMMARY_FAILURES = "HistorySummaryFailures"  # a summary failed or timed out: the marker instead
     OOM_CAUGHT = "OomCaught"
     BREAKER_TRIPS = "BreakerTrips"
     FALLBACKS = "Fallbacks"
@@ -85,6 +87,8 @@ UNITS: dict[MetricName, str] = {
     MetricName.TOKENS_OUT: "Count",
     MetricName.GENERATION_TIME: "Milliseconds",
     MetricName.BUDGET_TRIMS: "Count",
+    MetricName.HISTORY_SUMMARIES: "Count",
+    MetricName.HISTORY_SUMMARY_FAILURES: "Count",
     MetricName.OOM_CAUGHT: "Count",
     MetricName.BREAKER_TRIPS: "Count",
     MetricName.FALLBACKS: "Count",

@@ -43,7 +43,17 @@ def with_change(tmp_path: Path, section: str, key: str, value: object) -> Path:
     ("section", "key", "value", "message"),
     [
         ("budget", "history_low_tokens", 5000, "history_low_tokens must be below"),
-        ("budget", "max_tokens_limit", 4096, "max_tokens_limit (4096) must be below the engine's max_model_len (2048)"),
+        ("budget", "max_tokens_limit", 8192, "max_tokens_limit (8192) must be below the engine's max_model_len (4096)"),
+        (
+            "budget",
+            "max_context_tokens",
+            3000,
+            "budget categories (system 400 + retrieval 3000 + history 1200 + summary 400 + generation 512 = 5512) "
+            "must fit the engine's max_model_len (4096)",
+        ),
+        ("summary", "max_tokens", 400, "summary.max_tokens (400) must be below budget.summary_tokens (400)"),
+        ("summary", "mode", "abstractive", "summary.mode: Input should be 'model', 'extractive' or 'off'"),
+        ("summary", "timeout_s", 0, "summary.timeout_s: Input should be greater than 0"),
         ("budget", "max_model_len", 4096, "budget.max_model_len moved to engine.max_model_len"),
         ("engine", "max_model_len", None, "engine.max_model_len is required"),
         ("engine", "max_num_seq", 8, "engine.max_num_seq: Extra inputs are not permitted"),
@@ -153,7 +163,7 @@ def test_model_knobs_go_over_the_file() -> None:
     effective = config.for_model(env.engine)
 
     # The file's max_model_len stays (the model does not set it); the model's knobs are added.
-    assert effective.engine == EngineKnobs(max_model_len=2048, max_num_seqs=8, gpu_memory_utilization=0.85)
+    assert effective.engine == EngineKnobs(max_model_len=4096, max_num_seqs=8, gpu_memory_utilization=0.85)
     assert effective.budget == config.budget
     assert config.for_model(EngineKnobs()) == config
 

@@ -1,0 +1,352 @@
+"""Older-turn summaries for the prompt's summary slot (:mod:`gateway.prompt`), by the model or by extraction.
+
+A summary stands for the turns before the window's checkpoint, and those change only when the window slides;
+so each summary is made once per slide and cached by the content of the turns it stands for. Between slides
+every request finds it in the cache, the slot's bytes do not change, and the engine's prefix cache keeps
+hitting.
+
+- ``extractive`` (pure, :func:`extractive_summary`): the user's stated preferences ("I like ...", "my
+  favourite ...", "...が好き") and the titles named (capitalised multi-word names, 「」/『』 quotes), in the
+  order said, bounded to the slot.
+- ``model``: a short chat completion by the base model (``summary.max_tokens``, temperature 0, within
+  ``summary.timeout_s``). Its input is bounded: the summary of the previous checkpoint, when cached, plus
+  the turns the latest slide dropped; when it is not cached (another instance saw the earlier turns), the
+  extractive summary of those older turns stands in for it. A call that fails or times out leaves the
+  marker alone in the slot (counted in ``HistorySummaryFailures``, logged) and is tried again next request.
+
+The pure parts (:func:`turns_key`, :func:`transcript`, :func:`extractive_summary`, :func:`summary_request`,
+:class:`SummaryCache`) are apart from :class:`Summarizer`, which alone calls the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from fleetops.metrics import MetricName
+from gateway.prompt import SlotText
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Sequence
+
+    from gateway.config import SummaryConfig
+    from gateway.metrics import GatewayMetrics
+    from gateway.prompt import Draft
+    from gateway.protocol import ChatMessage
+    from gateway.tokens import Message, TokenCounter
+
+    #: Turns as :func:`gateway.prompt.split_turns` groups them.
+    Turns = Sequence[Sequence[ChatMessage]]
+    #: Posts an engine body within a timeout: (status, body).
+    Complete = Callable[[bytes, float], Awaitable[tuple[int, bytes]]]
+
+logger = logging.getLogger(__name__)
+
+#: The model that writes summaries: the base model, so one summary serves every adapter's requests.
+SUMMARY_MODEL = "base"
+#: Characters kept of one extracted sentence (a message with no full stop is one long "sentence").
+SENTENCE_CHARS = 200
+
+_PREFERENCE = re.compile(
+    r"\b(?:I(?:'m| am)?\s+(?:really\s+|also\s+|just\s+|do\s+)?(?:like|love|prefer|enjoy|adore|hate|dislike)|"
+    r"I(?:'m| am)\s+(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of|my\s+fav(?:ou)?rite|I\s+don't\s+like|I\s+can't\s+stand)\b"
+    r"|好き|大好き|好み|お気に入り|嫌い|推し",
+    re.IGNORECASE,
+)
+#: Where a sentence ends: ASCII and full-width (Japanese) stops.
+_ENDS = ".!?\u3002\uff01\uff1f"
+_SENTENCE = re.compile(rf"[^{_ENDS}\n]+[{_ENDS}]?")
+_QUOTED = re.compile(r"[「『]([^「」『』\n]{1,80})[」』]")
+_LINK = r"(?:of|the|no|to|and|a|an|in|on|at|wa|ga|x)"
+_WORD = "[A-Z0-9][\\w'\u2019:-]*"
+_CAPITALISED = re.compile(rf"\b[A-Z][\w'\u2019:-]*(?:[ \t]+(?:{_LINK}[ \t]+)*{_WORD})+")
+
+
+def turns_key(turns: Turns) -> str:
+    """The cache key of a summary: a hash of the turns it stands for (roles and contents, in order).
+
+    Examples
+    --------
+    >>> from gateway.protocol import ChatMessage
+    >>> a = [[ChatMessage(role="user", content="I like Frieren.")]]
+    >>> turns_key(a) == turns_key([[ChatMessage(role="user", content="I like Frieren.")]])
+    True
+    >>> turns_key(a) == turns_key([[ChatMessage(role="user", content="I like Frieren!")]])
+    False
+    """
+    digest = hashlib.sha256()
+    for turn in turns:
+        for message in turn:
+            digest.update(json.dumps([message.role, message.content], ensure_ascii=False).encode())
+            digest.update(b"\n")
+        digest.update(b"\x1e")  # turns end here, so regrouping the same messages is another key
+    return digest.hexdigest()
+
+
+def transcript(turns: Turns) -> str:
+    """The turns as plain lines, ``User: ...`` / ``Assistant: ...`` (what the summarizing model reads).
+
+    Examples
+    --------
+    >>> from gateway.protocol import ChatMessage
+    >>> print(transcript([[ChatMessage(role="user", content="hi"), ChatMessage(role="assistant", content="hello")]]))
+    User: hi
+    Assistant: hello
+    """
+    return "\n".join(f"{m.role.capitalize()}: {m.content}" for turn in turns for m in turn)
+
+
+def preferences(text: str) -> list[str]:
+    """The sentences of ``text`` in which the speaker states a preference, each at most ``SENTENCE_CHARS``.
+
+    Examples
+    --------
+    >>> preferences("Hi there. I really like slow fantasy like Frieren! Where is my order?")
+    ['I really like slow fantasy like Frieren!']
+    >>> preferences("こんにちは。私は『ダンジョン飯』が大好きです。配送はいつ。")
+    ['私は『ダンジョン飯』が大好きです。']
+    """
+    found = []
+    for match in _SENTENCE.finditer(text):
+        sentence = match.group(0).strip()
+        if sentence and _PREFERENCE.search(sentence):
+            found.append(sentence[:SENTENCE_CHARS])
+    return found
+
+
+def titles(text: str) -> list[str]:
+    """Titles named in ``text``: 「」/『』 quotes and capitalised multi-word names, first seen first.
+
+    A name that starts a sentence loses its first word when two or more capitalised ones stay ("Try
+    Dungeon Meshi" is "Dungeon Meshi"), since a sentence's first word is capitalised anyway.
+
+    Examples
+    --------
+    >>> titles("Try Dungeon Meshi or The Apothecary Diaries. Attack on Titan is darker; 『葬送のフリーレン』も。")
+    ['葬送のフリーレン', 'Dungeon Meshi', 'The Apothecary Diaries', 'Attack on Titan']
+    >>> titles("I want volume 5 of it.")
+    []
+    """
+    found = [m.group(1).strip() for m in _QUOTED.finditer(text)]
+    for match in _CAPITALISED.finditer(text):
+        name = match.group(0)
+        before = text[: match.start()].rstrip()
+        words = name.split()
+        if (not before or before[-1] in _ENDS + "\n") and len(words) > 2 and words[1][0].isupper():
+            name = " ".join(words[1:])
+        found.append(name)
+    return list(dict.fromkeys(t for t in found if t))
+
+
+def extractive_summary(turns: Turns, fits: Callable[[str], bool]) -> str:
+    """The user's stated preferences, then the titles named, as long as the result ``fits``.
+
+    Deterministic and pure: the same turns give the same bytes. Empty when there is nothing to keep.
+
+    Examples
+    --------
+    >>> from gateway.protocol import ChatMessage
+    >>> turns = [[ChatMessage(role="user", content="My favourite series is Vinland Saga. Any news?"),
+    ...           ChatMessage(role="assistant", content="Vinland Saga volume 14 is out; also try Blue Giant.")],
+    ...          [ChatMessage(role="user", content="私は「鬼滅の刃」が好きです。")]]
+    >>> print(extractive_summary(turns, lambda text: True).replace(" Titles", "\\nTitles"))
+    The customer said: My favourite series is Vinland Saga. 私は「鬼滅の刃」が好きです。
+    Titles named: Vinland Saga; Blue Giant; 鬼滅の刃.
+    >>> extractive_summary(turns, lambda text: len(text) < 60)
+    'The customer said: My favourite series is Vinland Saga.'
+    """
+    said = [p for turn in turns for m in turn if m.role == "user" for p in preferences(m.content)]
+    named = list(dict.fromkeys(t for turn in turns for m in turn for t in titles(m.content)))
+    kept: list[str] = []
+    for sentence in dict.fromkeys(said):
+        if not fits(_render([*kept, sentence], [])):
+            break
+        kept.append(sentence)
+    shown: list[str] = []
+    for title in named:
+        if not fits(_render(kept, [*shown, title])):
+            break
+        shown.append(title)
+    return _render(kept, shown)
+
+
+def _render(said: list[str], named: list[str]) -> str:
+    parts = []
+    if said:
+        parts.append("The customer said: " + " ".join(said))
+    if named:
+        parts.append("Titles named: " + "; ".join(named) + ".")
+    return " ".join(parts)
+
+
+def summary_request(instruction: str, previous: str, turns: Turns) -> list[Message]:
+    """The messages of a summary call: the instruction, then what to summarise (earlier summary + turns).
+
+    Examples
+    --------
+    >>> from gateway.protocol import ChatMessage
+    >>> messages = summary_request("Summarize.", "The customer likes Frieren.",
+    ...                            [[ChatMessage(role="user", content="Any box sets?")]])
+    >>> [m["role"] for m in messages], messages[1]["content"]
+    (['system', 'user'], 'Summary so far: The customer likes Frieren.\\n\\nUser: Any box sets?')
+    """
+    text = transcript(turns)
+    if previous:
+        text = f"Summary so far: {previous}\n\n{text}"
+    return [{"role": "system", "content": instruction}, {"role": "user", "content": text}]
+
+
+class SummaryCache:
+    """A bounded, thread-safe LRU of summaries by :func:`turns_key` (prepare threads read, the loop writes).
+
+    Examples
+    --------
+    >>> cache = SummaryCache(2)
+    >>> cache.put("a", "A"); cache.put("b", "B"); _ = cache.get("a"); cache.put("c", "C")
+    >>> cache.get("b") is None, cache.get("a"), len(cache)  # "b" was the least recently used
+    (True, 'A', 2)
+    """
+
+    def __init__(self, entries: int) -> None:
+        self._entries = entries
+        self._items: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> str | None:
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key: str, value: str) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self._entries:
+                self._items.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A summary to ask the model for: its cache key and the engine's request body."""
+
+    key: str
+    body: bytes
+
+
+class Summarizer:
+    """Fills a draft's summary slot: from the cache, by extraction, or by one bounded call to the model.
+
+    Parameters
+    ----------
+    config
+        ``gateway.yaml``'s ``summary`` section.
+    counter
+        The model's tokenizer (the slot's bound, and the summary call's input bound).
+    max_model_len
+        The engine's: a summary call's prompt plus its ``max_tokens`` stays within it.
+    slot_tokens
+        What a summary may take (``budget.summary_tokens``).
+    metrics
+        Counts ``HistorySummaries`` (calls) and ``HistorySummaryFailures``.
+    """
+
+    def __init__(
+        self,
+        config: SummaryConfig,
+        counter: TokenCounter,
+        max_model_len: int,
+        slot_tokens: int,
+        metrics: GatewayMetrics,
+    ) -> None:
+        self.config = config
+        self.counter = counter
+        self.max_model_len = max_model_len
+        self.slot_tokens = slot_tokens
+        self.metrics = metrics
+        self.cache = SummaryCache(config.cache_entries)
+        self._in_flight: dict[str, asyncio.Future[str | None]] = {}
+
+    # ------------------------------------------------------------ in a prepare thread (tokenises, no I/O)
+    def ready(self, draft: Draft) -> SlotText | Pending | None:
+        """What the slot can hold now: a summary (cached or extracted), a call to make, or ``None`` (marker)."""
+        if not draft.summarized or self.config.mode == "off":
+            return None
+        key = turns_key(draft.summarized)
+        cached = self.cache.get(key)
+        if cached is not None:
+            return SlotText(cached, self.config.mode)
+        if self.config.mode == "extractive":
+            text = self.extract(draft.summarized)
+            self.cache.put(key, text)
+            return SlotText(text, "extractive")
+        return Pending(key, self._request(draft))
+
+    def extract(self, turns: Turns) -> str:
+        """The extractive summary of ``turns``, bounded to the slot (with room for the marker)."""
+        limit = self.slot_tokens - 24  # the marker and "Summary:" take a few tokens of the slot
+        return extractive_summary(turns, lambda text: self.counter.count_text(text) <= limit)
+
+    def _request(self, draft: Draft) -> bytes:
+        older, newer = draft.summarized[: draft.previous], list(draft.summarized[draft.previous :])
+        previous = self.cache.get(turns_key(older)) if older else ""
+        if previous is None:  # not made here: the older turns' preferences and titles stand in for it
+            previous = self.extract(older)
+        room = self.max_model_len - self.config.max_tokens
+        messages = summary_request(self.config.instruction, previous, newer)
+        while len(newer) > 1 and self.counter.count(messages) > room:
+            newer.pop(0)  # the input is bounded: the oldest of the new turns go first
+            messages = summary_request(self.config.instruction, previous, newer)
+        if self.counter.count(messages) > room:  # one turn alone too long: its start stands for it
+            content = messages[1]["content"]
+            messages[1]["content"] = content[: len(content) * room // (2 * self.counter.count(messages))]
+        body = {
+            "model": SUMMARY_MODEL,
+            "messages": messages,
+            "max_tokens": self.config.max_tokens,
+            "temperature": 0,
+            "stream": False,
+        }
+        return json.dumps(body, ensure_ascii=False).encode()
+
+    # ------------------------------------------------------------ on the event loop
+    async def summarize(self, pending: Pending, complete: Complete, timeout_s: float) -> SlotText | None:
+        """Ask the model once for ``pending`` (concurrent requests for the same turns share the call).
+
+        ``None`` when it failed or timed out: the slot keeps the marker, and the next request tries again.
+        """
+        running = self._in_flight.get(pending.key)
+        if running is None:
+            running = asyncio.ensure_future(self._call(pending, complete, min(timeout_s, self.config.timeout_s)))
+            self._in_flight[pending.key] = running
+            running.add_done_callback(lambda _: self._in_flight.pop(pending.key, None))
+        text = await asyncio.shield(running)
+        return SlotText(text, "model") if text else None
+
+    async def _call(self, pending: Pending, complete: Complete, timeout_s: float) -> str | None:
+        self.metrics.increment(MetricName.HISTORY_SUMMARIES)
+        try:
+            async with asyncio.timeout(timeout_s):
+                status, content = await complete(pending.body, timeout_s)
+            if status != 200:
+                raise ValueError(f"engine answered {status}: {content[:200]!r}")
+            text = str(json.loads(content)["choices"][0]["message"]["content"] or "").strip()
+            if not text:
+                raise ValueError("empty summary")
+        except Exception as exc:  # any failure, timeout included, leaves the marker: the answer must not fail
+            self.metrics.increment(MetricName.HISTORY_SUMMARY_FAILURES)
+            logger.warning("history summary failed, the marker stands in: %r", exc)
+            return None
+        self.cache.put(pending.key, text)
+        return text
