@@ -14,9 +14,10 @@ Every ``interval_s`` the :class:`MetricsAgent` writes EMF JSON lines (namespace
     over label sets (``model_name``, engine), the KV-cache fraction is averaged;
   - the gateway's counters, every interval and 0 when nothing happened: ``Requests``,
     ``RequestErrors``, ``ClientErrors``, ``BudgetTrims``, ``OomCaught``, ``BreakerTrips``,
-    ``Fallbacks``, ``EngineRestarts``;
+    ``Fallbacks``, ``EngineRestarts``, ``BedrockFallbackErrors``;
   - the gateway's observations as raw value arrays (so CloudWatch computes p50/p95/p99):
-    ``QueueWaitMs``, ``TimeToFirstTokenMs``, ``RequestLatencyMs``, ``TokensIn``, ``TokensOut``. EMF
+    ``QueueWaitMs``, ``TimeToFirstTokenMs``, ``RequestLatencyMs``, ``TokensIn``, ``TokensOut``, and
+    ``GpuHealthy`` (1 or 0 per GPU health check, see :mod:`gateway.gpu_health`; none without a GPU). EMF
     takes at most 100 values per metric per line, so a busy interval spans several lines (counters only
     in the first); beyond 10,000 values per interval the recorder keeps a uniform sample;
 
