@@ -56,7 +56,7 @@ SENTENCE_CHARS = 200
 
 _PREFERENCE = re.compile(
     r"\b(?:I(?:'m| am)?\s+(?:really\s+|also\s+|just\s+|do\s+)?(?:like|love|prefer|enjoy|adore|hate|dislike)|"
-    r"I(?:'m| am)\s+(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of|my\s+fav(?:ou)?rite|I\s+don't\s+like|I\s+can't\s+stand)\b"
+    r"I(?:'m| am)\s+(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of|my\s+favou?rite|I\s+don't\s+like|I\s+can't\s+stand)\b"
     r"|好き|大好き|好み|お気に入り|嫌い|推し",
     re.IGNORECASE,
 )
