@@ -4,9 +4,9 @@ Short tags become their long form (``!Ref X`` -> ``{"Ref": "X"}``, ``!GetAtt A.B
 so a reader sees what CloudFormation sees. ``yaml.SafeLoader`` underneath: no arbitrary objects.
 
 :func:`resolve` evaluates what depends only on parameters and pseudo parameters (``Ref``, ``Fn::Sub``,
-``Fn::Join``, ``Fn::If`` and the condition functions), as CloudFormation does before it creates a resource;
-anything that needs a deployed resource (``Fn::GetAtt``, ``Ref`` to a resource) raises :class:`UnresolvableError`
-naming it, so a caller never acts on a half-resolved value.
+``Fn::Join``, ``Fn::Split``, ``Fn::Select``, ``Fn::If`` and the condition functions), as CloudFormation does
+before it creates a resource; anything that needs a deployed resource (``Fn::GetAtt``, ``Ref`` to a resource)
+raises :class:`UnresolvableError` naming it, so a caller never acts on a half-resolved value.
 """
 
 from __future__ import annotations
@@ -171,6 +171,8 @@ def _intrinsic(key: str, arg: Any, refs: Mapping[str, str], condition: Any) -> A
     if key == "Fn::Join":
         separator, items = arg
         return str(separator).join(str(item) for item in _resolve(items, refs, condition))
+    if key in ("Fn::Split", "Fn::Select"):
+        return _list_intrinsic(key, arg, refs, condition)
     if key == "Fn::If":
         name, when_true, when_false = arg
         return _resolve(when_true if condition(name) else when_false, refs, condition)
@@ -186,6 +188,17 @@ def _intrinsic(key: str, arg: Any, refs: Mapping[str, str], condition: Any) -> A
     if key == "Fn::Or":
         return any(_resolve(item, refs, condition) for item in arg)
     raise UnresolvableError(f"{key} {arg!r} needs a deployed stack")
+
+
+def _list_intrinsic(key: str, arg: Any, refs: Mapping[str, str], condition: Any) -> Any:
+    if key == "Fn::Split":
+        separator, text = arg
+        return str(_resolve(text, refs, condition)).split(str(separator))
+    index, items = arg
+    chosen = _resolve(items, refs, condition)
+    if not 0 <= int(index) < len(chosen):
+        raise UnresolvableError(f"Fn::Select index {index} is outside a list of {len(chosen)}")
+    return chosen[int(index)]
 
 
 def _sub_variable(name: str, names: Mapping[str, str]) -> str:

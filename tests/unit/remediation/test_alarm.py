@@ -24,6 +24,8 @@ from tests.unit.remediation.conftest import PREFIX, event, parsed
         ("alarm_kv_cache_primary_alarm", "kv-cache", "primary", "ALARM", 98.1 / 95),
         ("alarm_ttft_p95_canary_alarm", "ttft-p95", "canary", "ALARM", 710.5 / 500),
         ("alarm_error_rate_canary_alarm", "error-rate", "canary", "ALARM", 11.0 / 5),
+        ("alarm_prefix_cache_canary_alarm", "prefix-cache", "canary", "ALARM", 1.0),  # below its threshold
+        ("alarm_adapter_latency_canary_alarm", "adapter-latency", "canary", "ALARM", 13002.0 / 10000),
     ],
 )
 def test_every_sample_event_parses(
@@ -65,6 +67,14 @@ def test_name_must_agree_with_the_dimensions(playbook: Playbook) -> None:
     name = f"{PREFIX}queue-depth-manga-chat-prod-canary"  # but the metric's VariantName is primary
     with pytest.raises(IgnoredAlarmError, match="does not match its dimensions"):
         parse_alarm(event("alarm_queue_depth_alarm", alarmName=name), PREFIX, playbook)
+
+
+def test_a_per_adapter_alarm_names_its_adapter(playbook: Playbook) -> None:
+    assert parsed(playbook, "alarm_adapter_latency_canary_alarm").adapter == "jp_style"
+    assert parsed(playbook, "alarm_ttft_p95_canary_alarm").adapter is None
+    name = f"{PREFIX}adapter-latency-manga-chat-prod-canary-manga_domain"  # but the metric's Adapter is jp_style
+    with pytest.raises(IgnoredAlarmError, match="adapter 'jp_style'"):
+        parse_alarm(event("alarm_adapter_latency_canary_alarm", alarmName=name), PREFIX, playbook)
 
 
 def test_kind_must_watch_its_metric(playbook: Playbook) -> None:

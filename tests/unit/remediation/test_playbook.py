@@ -38,6 +38,8 @@ def test_shipped_playbook_has_the_field_defaults(playbook: Playbook) -> None:
         "engine-restarts",
         "kv-cache",
         "ttft-p95",
+        "prefix-cache",
+        "adapter-latency",
         "error-rate",
     }
 

@@ -99,6 +99,7 @@ class ParsedAlarm(BaseModel):
     reason: str
     observed: float | None = Field(description="the worst recent datapoint, when the event carries one")
     threshold: float
+    adapter: str | None = Field(default=None, description="the adapter of a per-adapter alarm (Adapter dimension)")
 
     @property
     def breach(self) -> float:
@@ -108,16 +109,16 @@ class ParsedAlarm(BaseModel):
         return max(1.0, self.observed / self.threshold)
 
 
-def _dimensions(detail: AlarmDetail) -> tuple[str, str, set[str]]:
+def _dimensions(detail: AlarmDetail) -> tuple[str, str, str | None, set[str]]:
     names: set[str] = set()
-    found: list[tuple[str, str]] = []
+    found: list[tuple[str, str, str | None]] = []
     for metric in detail.configuration.metrics:
         if metric.metric_stat is None:
             continue
         names.add(metric.metric_stat.metric.name)
         dims = metric.metric_stat.metric.dimensions
         if Dimension.ENDPOINT in dims and Dimension.VARIANT in dims:
-            found.append((dims[Dimension.ENDPOINT], dims[Dimension.VARIANT]))
+            found.append((dims[Dimension.ENDPOINT], dims[Dimension.VARIANT], dims.get(Dimension.ADAPTER)))
     if not found:
         raise IgnoredAlarmError(
             f"alarm {detail.alarm_name!r} has no {Dimension.ENDPOINT}/{Dimension.VARIANT} dimensions"
@@ -126,7 +127,7 @@ def _dimensions(detail: AlarmDetail) -> tuple[str, str, set[str]]:
         raise IgnoredAlarmError(
             f"alarm {detail.alarm_name!r} watches several endpoint/variant pairs: {sorted(set(found))}"
         )
-    return found[0][0], found[0][1], names
+    return found[0][0], found[0][1], found[0][2], names
 
 
 def _datapoints(state: AlarmState) -> tuple[float | None, float | None]:
@@ -196,11 +197,13 @@ def parse_alarm(event: AlarmStateChangeEvent, prefix: str, playbook: Playbook) -
         raise IgnoredAlarmError(f"alarm {detail.alarm_name!r} is not one of ours (prefix {prefix!r})")
     rest = detail.alarm_name[len(prefix) :]
     kind = _kind_of(rest, playbook)
-    endpoint_name, variant_name, names = _dimensions(detail)
-    if rest != f"{kind}-{endpoint_name}-{variant_name}":
+    endpoint_name, variant_name, adapter, names = _dimensions(detail)
+    # A per-adapter alarm (one adapter of a variant) ends with its adapter: <kind>-<endpoint>-<variant>-<adapter>.
+    expected = f"{kind}-{endpoint_name}-{variant_name}" + (f"-{adapter}" if adapter else "")
+    if rest != expected:
         raise IgnoredAlarmError(
             f"alarm name {detail.alarm_name!r} does not match its dimensions "
-            f"(endpoint {endpoint_name!r}, variant {variant_name!r})"
+            f"(endpoint {endpoint_name!r}, variant {variant_name!r}, adapter {adapter!r})"
         )
     _check_metric(playbook.alarms[kind], kind, names)
     observed, threshold = _datapoints(detail.state)
@@ -216,4 +219,5 @@ def parse_alarm(event: AlarmStateChangeEvent, prefix: str, playbook: Playbook) -
         reason=detail.state.reason,
         observed=observed,
         threshold=threshold if threshold is not None else playbook.alarms[kind].threshold,
+        adapter=adapter,
     )

@@ -44,12 +44,14 @@ class AlarmSpec(StrictModel):
     """One alarm kind: the metric and threshold the template's alarm uses, and the playbook's answer.
 
     ``divided_by`` makes it a ratio alarm (``100 * metric / divided_by``, percent); ``per_max_num_seqs``
-    makes it ``100 * metric / max_num_seqs`` (the container's concurrency limit).
+    makes it ``100 * metric / max_num_seqs`` (the container's concurrency limit); ``per_adapter`` makes one alarm
+    per adapter of the variant, on the metric's ``Adapter`` dimension.
     """
 
     metric: MetricName
     divided_by: MetricName | None = None
     per_max_num_seqs: bool = False
+    per_adapter: bool = False
     statistic: str = Field(pattern=r"^(Sum|Average|Maximum|Minimum|SampleCount|p\d{1,2}(\.\d+)?)$")
     period_seconds: int = Field(ge=10)
     evaluation_periods: int = Field(ge=1)
@@ -84,8 +86,25 @@ class Rails(StrictModel):
     lease_ttl_seconds: int = Field(ge=10, le=900)
 
 
+class ServiceLevels(StrictModel):
+    """The service-level objectives of an endpoint, declared once: the alarms and the dashboard use these numbers
+    (``tests/unit/test_service_levels.py`` fails when ``template.yaml`` or the nested templates drift from them)."""
+
+    availability_percent: float = Field(gt=0, lt=100, description="answers that are not server errors, 30 days")
+    error_rate_percent: float = Field(gt=0, lt=100, description="server errors per minute that page (error-rate)")
+    ttft_p50_ms: float = Field(gt=0, description="median time to first token")
+    latency_p99_ms: float = Field(gt=0, description="99th percentile of a whole answer")
+    adapter_latency_p95_baseline_ms: float = Field(gt=0, description="an adapter's usual p95 answer latency")
+    adapter_latency_factor: float = Field(gt=1, description="adapter-latency fires at this multiple of the baseline")
+
+    @property
+    def adapter_latency_alarm_ms(self) -> float:
+        return self.adapter_latency_p95_baseline_ms * self.adapter_latency_factor
+
+
 class Playbook(StrictModel):
     version: str = Field(min_length=1)
+    slo: ServiceLevels
     rails: Rails
     scale_out_steps: tuple[ScaleStep, ...] = Field(min_length=1)
     alarms: dict[str, AlarmSpec] = Field(min_length=1)
@@ -101,6 +120,11 @@ class Playbook(StrictModel):
         bad = [k for k in self.alarms if not k.replace("-", "").isalnum() or k != k.lower()]
         if bad:
             raise ValueError(f"alarm kinds must be lower-case kebab-case (they appear in alarm names): {bad}")
+        slo_bound = {"error-rate": self.slo.error_rate_percent, "adapter-latency": self.slo.adapter_latency_alarm_ms}
+        drifted = {k: (self.alarms[k].threshold, v) for k, v in slo_bound.items() if k in self.alarms}
+        drifted = {k: pair for k, pair in drifted.items() if pair[0] != pair[1]}
+        if drifted:
+            raise ValueError(f"alarm thresholds must be the slo's numbers (threshold, slo): {drifted}")
         return self
 
     def step_for(self, breach: float) -> int:
