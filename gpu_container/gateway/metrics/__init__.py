@@ -21,6 +21,12 @@ Every ``interval_s`` the :class:`MetricsAgent` writes EMF JSON lines (namespace
     takes at most 100 values per metric per line, so a busy interval spans several lines (counters only
     in the first); beyond 10,000 values per interval the recorder keeps a uniform sample;
 
+- one line per adapter that served in the interval (:meth:`GatewayMetrics.record_adapter`, fed by
+  :mod:`gateway.request_log`) with dimension sets ``[EndpointName, VariantName, Adapter]`` and
+  ``[EndpointName, VariantName, ModelVersion, Adapter]``: ``Requests``, ``RequestErrors``, ``ClientErrors``,
+  ``Fallbacks`` (0 included), ``TokensIn`` and, for answers the engine gave, ``RequestLatencyMs``,
+  ``TimeToFirstTokenMs``, ``QueueWaitMs``, ``GenerationTimeMs``, ``TokensOut``;
+
 - one line per GPU (NVML; none without a GPU) with ``GpuUtilization`` and ``GpuMemoryUsedPercent`` and
   two dimension sets, ``[EndpointName, VariantName, Gpu]`` (per device, ``Gpu`` = NVML index) and
   ``[EndpointName, VariantName]`` (CloudWatch aggregates across the devices: Average, Maximum).
