@@ -393,11 +393,10 @@ class PromptBuilder:
         slot: list[Message] = []
         source: str | None = None
         if draft.dropped_turns and draft.slot_tokens:
-            marker = self.budget.truncation_marker.format(dropped=draft.dropped_turns)
-            text = summary.text.strip() if summary and draft.summarized else ""
-            content = self._bounded(marker, text, draft.slot_tokens)
-            source = summary.source if summary and content != marker else MARKER
-            slot = [{"role": "system", "content": content}]
+            text = summary.text if summary and draft.summarized else ""
+            slot = self.slot(draft.dropped_turns, text, draft.slot_tokens)
+            summarized = slot[0]["content"] != self.budget.truncation_marker.format(dropped=draft.dropped_turns)
+            source = summary.source if summary and summarized else MARKER
         elif draft.dropped_turns:
             source = MARKER
         messages = [*draft.head, *slot, *draft.kept, *draft.final]
@@ -414,13 +413,33 @@ class PromptBuilder:
             summary=source,
         )
 
-    def _bounded(self, marker: str, text: str, limit: int) -> str:
-        """The slot's content, ``marker`` then the summary, shortened at word ends to ``limit`` tokens."""
+    def slot(self, dropped: int, text: str, limit: int | None = None) -> list[Message]:
+        """The summary slot for ``dropped`` turns: the marker, then the summary ``text`` shortened at word ends
+        to ``limit`` tokens (``budget.summary_tokens`` by default); the marker alone without a text.
+
+        Examples
+        --------
+        >>> from gateway.config import BudgetConfig, SystemPrompt
+        >>> class Words:  # stands in for TokenCounter: one token per word, one per message
+        ...     def message(self, role, content):
+        ...         return 1 + len(content.split())
+        >>> budget = BudgetConfig(max_model_len=200, default_max_tokens=20, max_tokens_limit=50, system_tokens=20,
+        ...                       history_high_tokens=60, history_low_tokens=30, summary_tokens=20,
+        ...                       compressed_history_tokens=10, max_context_tokens=50)
+        >>> builder = PromptBuilder(Words(), SystemPrompt(version="1", text="You help."), budget)
+        >>> builder.slot(12, "The customer likes slow fantasy and print editions.", limit=10)
+        [{'role': 'system', 'content': '[12 earlier turns omitted]\\nSummary: The customer likes slow'}]
+        >>> builder.slot(12, "")
+        [{'role': 'system', 'content': '[12 earlier turns omitted]'}]
+        """
+        limit = self.budget.summary_tokens if limit is None else limit
+        marker = self.budget.truncation_marker.format(dropped=dropped)
+        text = text.strip()
         content = f"{marker}\nSummary: {text}" if text else marker
         while text and self.counter.message("system", content) > limit:
             text = text[: max(len(text) * 9 // 10, 1)].rsplit(" ", 1)[0] if " " in text else ""
             content = f"{marker}\nSummary: {text}" if text else marker
-        return content
+        return [{"role": "system", "content": content}]
 
     def _marker_tokens(self, turns: int) -> int:
         return self.counter.message("system", self.budget.truncation_marker.format(dropped=turns))
