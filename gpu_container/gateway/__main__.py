@@ -118,8 +118,7 @@ def build_gateway(env: Environment, config: GatewayConfig) -> Gateway:
         adapter_source(env),
         knobs,
     )
-    counter = TokenCounter(env.model_dir)
-    builder = PromptBuilder(counter, config.system_prompt, config.budget)
+    builder = PromptBuilder(TokenCounter(env.model_dir), config.system_prompt, config.budget)
     builder.check_system_prompt()
     # Pooled clients: aiohttp (C parser) on the hot path, httpx for health checks and warm-up.
     limits = httpx.Limits(max_connections=16, max_keepalive_connections=8)
@@ -167,7 +166,7 @@ def build_gateway(env: Environment, config: GatewayConfig) -> Gateway:
         backend_version=env.model_version,
         limits=config.limits,
         fallback_model=fallback,
-        summarizer=_summarizer(config, counter, metrics),
+        summarizer=Summarizer(config.summary, builder, metrics) if config.summary.mode != "off" else None,
     )
     background: list[object] = [_metrics_agent(env, metrics, engine.base_url)]
     gpu_health = _gpu_health(config.gpu_health, metrics)
@@ -186,13 +185,6 @@ def _gpu_health(checks: GpuHealthConfig, metrics: GatewayMetrics) -> GpuHealthMo
         logger.info("GPU health not checked: pynvml is not installed")
         return None
     return GpuHealthMonitor(NvmlHealthReader(pynvml), checks, metrics)
-
-
-def _summarizer(config: GatewayConfig, counter: TokenCounter, metrics: GatewayMetrics) -> Summarizer | None:
-    if config.summary.mode == "off":
-        return None
-    budget = config.budget
-    return Summarizer(config.summary, counter, budget.max_model_len, budget.summary_tokens, metrics)
 
 
 def _metrics_agent(env: Environment, metrics: GatewayMetrics, base_url: str) -> object:

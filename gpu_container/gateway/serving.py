@@ -144,7 +144,7 @@ class InvocationService:
         check_limits(request, self.limits)
         adapter = self.router.resolve(request)
         draft = self.builder.draft(request)
-        ready = self.summarizer.ready(draft) if self.summarizer else None
+        ready = self.summarizer.ready(draft, adapter) if self.summarizer else None
         if ready is None or isinstance(ready, SlotText):
             return _Prepared(request, adapter, draft, self.builder.assemble(draft, ready), None)
         return _Prepared(request, adapter, draft, None, ready)

@@ -8,13 +8,16 @@ hitting.
 - ``extractive`` (pure, :func:`extractive_summary`): the user's stated preferences ("I like ...", "my
   favourite ...", "...が好き") and the titles named (capitalised multi-word names, 「」/『』 quotes), in the
   order said, bounded to the slot.
-- ``model``: a short chat completion by the base model (``summary.max_tokens``, temperature 0, within
-  ``summary.timeout_s``). Its input is bounded: the summary of the previous checkpoint, when cached, plus
-  the turns the latest slide dropped; when it is not cached (another instance saw the earlier turns), the
-  extractive summary of those older turns stands in for it. A call that fails or times out leaves the
-  marker alone in the slot (counted in ``HistorySummaryFailures``, logged) and is tried again next request.
+- ``model``: a short chat completion (``summary.max_tokens``, temperature 0, within ``summary.timeout_s``) by
+  the adapter serving the conversation, on the conversation's own prefix: the system prompt, the slot as the
+  previous checkpoint's requests had it (the summary so far), the turns the slide dropped, then the
+  instruction as the last user message. All but the instruction was in earlier prompts, so the call's
+  prefill hits the prefix cache, and its input stays bounded (one slide's turns). When the summary so far is
+  not cached (another instance summarised those turns), their extractive summary stands in for it. A call
+  that fails or times out leaves the marker alone in the slot (counted in ``HistorySummaryFailures``,
+  logged) and is tried again by the next request.
 
-The pure parts (:func:`turns_key`, :func:`transcript`, :func:`extractive_summary`, :func:`summary_request`,
+The pure parts (:func:`turns_key`, :func:`transcript`, :func:`extractive_summary`, :func:`summary_messages`,
 :class:`SummaryCache`) are apart from :class:`Summarizer`, which alone calls the engine.
 """
 
@@ -38,9 +41,9 @@ if TYPE_CHECKING:
 
     from gateway.config import SummaryConfig
     from gateway.metrics import GatewayMetrics
-    from gateway.prompt import Draft
+    from gateway.prompt import Draft, PromptBuilder
     from gateway.protocol import ChatMessage
-    from gateway.tokens import Message, TokenCounter
+    from gateway.tokens import Message
 
     #: Turns as :func:`gateway.prompt.split_turns` groups them.
     Turns = Sequence[Sequence[ChatMessage]]
@@ -49,8 +52,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: The model that writes summaries: the base model, so one summary serves every adapter's requests.
-SUMMARY_MODEL = "base"
 #: Characters kept of one extracted sentence (a message with no full stop is one long "sentence").
 SENTENCE_CHARS = 200
 
@@ -186,21 +187,19 @@ def _render(said: list[str], named: list[str]) -> str:
     return " ".join(parts)
 
 
-def summary_request(instruction: str, previous: str, turns: Turns) -> list[Message]:
-    """The messages of a summary call: the instruction, then what to summarise (earlier summary + turns).
+def summary_messages(head: list[Message], turns: Turns, instruction: str) -> list[Message]:
+    """A summary call's prompt: ``head`` (the conversation's prefix, up to the slot), the turns, the instruction.
 
     Examples
     --------
     >>> from gateway.protocol import ChatMessage
-    >>> messages = summary_request("Summarize.", "The customer likes Frieren.",
-    ...                            [[ChatMessage(role="user", content="Any box sets?")]])
-    >>> [m["role"] for m in messages], messages[1]["content"]
-    (['system', 'user'], 'Summary so far: The customer likes Frieren.\\n\\nUser: Any box sets?')
+    >>> head = [{"role": "system", "content": "You help."}]
+    >>> turns = [[ChatMessage(role="user", content="Any box sets?"), ChatMessage(role="assistant", content="Yes.")]]
+    >>> [(m["role"], m["content"]) for m in summary_messages(head, turns, "Summarize.")]
+    [('system', 'You help.'), ('user', 'Any box sets?'), ('assistant', 'Yes.'), ('user', 'Summarize.')]
     """
-    text = transcript(turns)
-    if previous:
-        text = f"Summary so far: {previous}\n\n{text}"
-    return [{"role": "system", "content": instruction}, {"role": "user", "content": text}]
+    said = [{"role": m.role, "content": m.content} for turn in turns for m in turn]
+    return [*head, *said, {"role": "user", "content": instruction}]
 
 
 class SummaryCache:
@@ -252,12 +251,9 @@ class Summarizer:
     ----------
     config
         ``gateway.yaml``'s ``summary`` section.
-    counter
-        The model's tokenizer (the slot's bound, and the summary call's input bound).
-    max_model_len
-        The engine's: a summary call's prompt plus its ``max_tokens`` stays within it.
-    slot_tokens
-        What a summary may take (``budget.summary_tokens``).
+    builder
+        The prompt builder: its tokenizer and budget (a summary call's prompt plus its ``max_tokens`` stays
+        within ``max_model_len``, an extractive summary within ``summary_tokens``), its prefix and slot.
     metrics
         Counts ``HistorySummaries`` (calls) and ``HistorySummaryFailures``.
     """
@@ -265,22 +261,22 @@ class Summarizer:
     def __init__(
         self,
         config: SummaryConfig,
-        counter: TokenCounter,
-        max_model_len: int,
-        slot_tokens: int,
+        builder: PromptBuilder,
         metrics: GatewayMetrics,
     ) -> None:
         self.config = config
-        self.counter = counter
-        self.max_model_len = max_model_len
-        self.slot_tokens = slot_tokens
+        self.builder = builder
+        self.counter = builder.counter
         self.metrics = metrics
         self.cache = SummaryCache(config.cache_entries)
         self._in_flight: dict[str, asyncio.Future[str | None]] = {}
 
     # ------------------------------------------------------------ in a prepare thread (tokenises, no I/O)
-    def ready(self, draft: Draft) -> SlotText | Pending | None:
-        """What the slot can hold now: a summary (cached or extracted), a call to make, or ``None`` (marker)."""
+    def ready(self, draft: Draft, adapter: str) -> SlotText | Pending | None:
+        """What the slot can hold now: a summary (cached or extracted), a call to make, or ``None`` (marker).
+
+        A call goes to ``adapter``, the one serving the conversation: its prefix cache holds the turns.
+        """
         if not draft.summarized or self.config.mode == "off":
             return None
         key = turns_key(draft.summarized)
@@ -291,28 +287,31 @@ class Summarizer:
             text = self.extract(draft.summarized)
             self.cache.put(key, text)
             return SlotText(text, "extractive")
-        return Pending(key, self._request(draft))
+        return Pending(key, self._request(draft, adapter))
 
     def extract(self, turns: Turns) -> str:
         """The extractive summary of ``turns``, bounded to the slot (with room for the marker)."""
-        limit = self.slot_tokens - 24  # the marker and "Summary:" take a few tokens of the slot
+        limit = self.builder.budget.summary_tokens - 24  # the marker and "Summary:" take a few of the slot's tokens
         return extractive_summary(turns, lambda text: self.counter.count_text(text) <= limit)
 
-    def _request(self, draft: Draft) -> bytes:
+    def _request(self, draft: Draft, adapter: str) -> bytes:
         older, newer = draft.summarized[: draft.previous], list(draft.summarized[draft.previous :])
-        previous = self.cache.get(turns_key(older)) if older else ""
-        if previous is None:  # not made here: the older turns' preferences and titles stand in for it
-            previous = self.extract(older)
-        room = self.max_model_len - self.config.max_tokens
-        messages = summary_request(self.config.instruction, previous, newer)
+        head = self.builder.prefix
+        if older:  # the slot exactly as the previous checkpoint's requests had it: the same, cached, prefix
+            previous = self.cache.get(turns_key(older))
+            if previous is None:  # not made here: the older turns' preferences and titles stand in for it
+                previous = self.extract(older)
+            head += self.builder.slot(draft.previous, previous)
+        room = self.builder.budget.max_model_len - self.config.max_tokens
+        messages = summary_messages(head, newer, self.config.instruction)
         while len(newer) > 1 and self.counter.count(messages) > room:
-            newer.pop(0)  # the input is bounded: the oldest of the new turns go first
-            messages = summary_request(self.config.instruction, previous, newer)
-        if self.counter.count(messages) > room:  # one turn alone too long: its start stands for it
-            content = messages[1]["content"]
-            messages[1]["content"] = content[: len(content) * room // (2 * self.counter.count(messages))]
+            newer.pop(0)  # bounded input: the oldest of the slide's turns go first
+            messages = summary_messages(head, newer, self.config.instruction)
+        if self.counter.count(messages) > room:  # a single turn too long for the engine: its start stands for it
+            said = messages[-2]
+            said["content"] = said["content"][: len(said["content"]) * room // (2 * self.counter.count(messages))]
         body = {
-            "model": SUMMARY_MODEL,
+            "model": adapter,
             "messages": messages,
             "max_tokens": self.config.max_tokens,
             "temperature": 0,

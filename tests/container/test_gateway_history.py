@@ -46,13 +46,13 @@ def ask(url: str, turns: int, **extra: Any) -> httpx.Response:
 
 
 def summary_calls(proxy: RecordingProxy) -> list[dict[str, Any]]:
-    return [b for b in proxy.chat_bodies() if b["messages"][0]["content"] == INSTRUCTION]
+    return [b for b in proxy.chat_bodies() if b["messages"][-1]["content"] == INSTRUCTION]
 
 
 def prompts(proxy: RecordingProxy) -> list[list[dict[str, str]]]:
     """The answered prompts (not warm-up, not summary calls), in order."""
     bodies = proxy.chat_bodies()
-    return [b["messages"] for b in bodies if b["messages"][0]["content"] != INSTRUCTION and len(b["messages"]) > 2]
+    return [b["messages"] for b in bodies if b["messages"][-1]["content"] != INSTRUCTION and len(b["messages"]) > 2]
 
 
 @pytest.fixture(scope="module")
@@ -92,11 +92,17 @@ def test_a_40_turn_session_is_summarized_once_per_slide_in_the_markers_place(
 
     calls = summary_calls(proxy)[calls_before:]
     assert len(calls) == len(slides), "one summary call per slide of the window, none between slides"
+    adapter = CONFIG.routing.default  # the conversation's adapter writes its summary, on its prefix cache
     for call in calls:
-        assert (call["model"], call["max_tokens"], call["temperature"]) == ("base", CONFIG.summary.max_tokens, 0)
-    # The first summary reads the turns that stated the preference; later ones extend the summary so far.
-    assert PREFERENCE in calls[0]["messages"][1]["content"]
-    assert all(c["messages"][1]["content"].startswith("Summary so far: ") for c in calls[1:])
+        assert (call["model"], call["max_tokens"], call["temperature"]) == (adapter, CONFIG.summary.max_tokens, 0)
+        assert call["messages"][0] == {"role": "system", "content": CONFIG.system_prompt.text}
+    # The first summary reads the turns that stated the preference; later ones extend the summary so far
+    # (the slot as the previous checkpoint's prompts had it) with the turns that slid out.
+    assert any(PREFERENCE in m["content"] for m in calls[0]["messages"])
+    for call in calls[1:]:
+        assert call["messages"][1]["role"] == "system"
+        assert "earlier turns omitted]" in call["messages"][1]["content"]
+        assert all(PREFERENCE not in m["content"] for m in call["messages"])
 
     sent = prompts(proxy)[prompts_before:]
     assert len(sent) == 40

@@ -78,13 +78,10 @@ def test_the_extractive_summary_is_bounded_and_keeps_preferences_before_titles()
 
 def test_extracted_preferences_and_titles_survive_into_the_prompt(counter: TokenCounter, config: GatewayConfig) -> None:
     builder = PromptBuilder(counter, config.system_prompt, config.budget)
-    summarizer = Summarizer(
-        SummaryConfig(mode="extractive"), counter, config.budget.max_model_len, config.budget.summary_tokens,
-        GatewayMetrics(),
-    )  # fmt: skip
+    summarizer = Summarizer(SummaryConfig(mode="extractive"), builder, GatewayMetrics())
     draft = builder.draft(ask(session(40)))
     assert draft.dropped_turns > 3, "the preferences must be in the dropped turns"
-    ready = summarizer.ready(draft)
+    ready = summarizer.ready(draft, "manga_domain")
     assert isinstance(ready, SlotText)
     built = builder.assemble(draft, ready)
     slot = built.messages[1]
@@ -113,9 +110,8 @@ class Engine:
 @pytest.fixture
 def model_summaries(counter: TokenCounter, config: GatewayConfig) -> tuple[PromptBuilder, Summarizer, GatewayMetrics]:
     metrics = GatewayMetrics()
-    budget = config.budget
-    summarizer = Summarizer(config.summary, counter, budget.max_model_len, budget.summary_tokens, metrics)
-    return PromptBuilder(counter, config.system_prompt, budget), summarizer, metrics
+    builder = PromptBuilder(counter, config.system_prompt, config.budget)
+    return builder, Summarizer(config.summary, builder, metrics), metrics
 
 
 def test_the_model_is_asked_once_per_slide_with_a_bounded_request(
@@ -128,7 +124,7 @@ def test_the_model_is_asked_once_per_slide_with_a_bounded_request(
     previous_key = None
     for turns in range(1, 41):
         draft = builder.draft(ask(past[: 2 * turns]))
-        ready = summarizer.ready(draft)
+        ready = summarizer.ready(draft, "jp_style")
         key = turns_key(draft.summarized) if draft.summarized else None
         if key != previous_key and key is not None:
             slides += 1
@@ -139,13 +135,23 @@ def test_the_model_is_asked_once_per_slide_with_a_bounded_request(
         previous_key = key
     assert slides >= 2
     assert len(engine.bodies) == slides == metrics.drain().counters[MetricName.HISTORY_SUMMARIES]
-    for body in engine.bodies:
-        assert (body["model"], body["max_tokens"], body["temperature"]) == ("base", 160, 0)
-    # From the second slide on, the model extends its earlier summary with the turns that slid out.
-    later = engine.bodies[1]["messages"]
-    assert isinstance(later, list)
-    assert later[1]["content"].startswith(f"Summary so far: {engine.answer}\n\nUser: ")
-    assert "I really like slow fantasy" not in later[1]["content"]
+    for body in engine.bodies:  # the adapter serving the conversation writes its summary (its prefix cache)
+        assert (body["model"], body["max_tokens"], body["temperature"]) == ("jp_style", 160, 0)
+        messages = body["messages"]
+        assert isinstance(messages, list)
+        assert messages[0] == builder.prefix[0]
+        assert messages[-1] == {"role": "user", "content": summarizer.config.instruction}
+    first = engine.bodies[0]["messages"]
+    assert isinstance(first, list)
+    assert first[1]["content"].startswith("I really like slow fantasy")  # the dropped turns, as they were said
+    # From the second slide on: the previous prompt's prefix (its slot holding the summary so far), then the
+    # turns that slid out; the turns the summary so far stands for are not sent again.
+    for body in engine.bodies[1:]:
+        messages = body["messages"]
+        assert isinstance(messages, list)
+        assert messages[1]["role"] == "system"
+        assert messages[1]["content"].endswith(f" earlier turns omitted]\nSummary: {engine.answer}")
+        assert all("I really like" not in m["content"] for m in messages)
 
 
 def test_concurrent_requests_at_a_slide_share_one_call(
@@ -153,7 +159,7 @@ def test_concurrent_requests_at_a_slide_share_one_call(
 ) -> None:
     builder, summarizer, _ = model_summaries
     engine = Engine(delay_s=0.05)
-    pending = summarizer.ready(builder.draft(ask(session(40))))
+    pending = summarizer.ready(builder.draft(ask(session(40))), "base")
     assert isinstance(pending, Pending)
 
     async def both() -> list[SlotText | None]:
@@ -173,7 +179,7 @@ def test_a_failed_summary_leaves_the_marker_and_is_counted(
 ) -> None:
     builder, summarizer, metrics = model_summaries
     draft = builder.draft(ask(session(40)))
-    pending = summarizer.ready(draft)
+    pending = summarizer.ready(draft, "base")
     assert isinstance(pending, Pending)
     assert asyncio.run(summarizer.summarize(pending, engine.complete, timeout_s)) is None
     built = builder.assemble(draft, None)
@@ -181,13 +187,13 @@ def test_a_failed_summary_leaves_the_marker_and_is_counted(
     assert built.summary == "marker"
     counters = metrics.drain().counters
     assert counters[MetricName.HISTORY_SUMMARY_FAILURES] == 1
-    assert isinstance(summarizer.ready(draft), Pending), "a failure is not cached: the next request tries again"
+    assert isinstance(summarizer.ready(draft, "base"), Pending), "a failure is not cached: the next request tries again"
 
 
 def test_the_cache_is_bounded(counter: TokenCounter, config: GatewayConfig) -> None:
-    summarizer = Summarizer(SummaryConfig(mode="extractive", cache_entries=3), counter, 4096, 400, GatewayMetrics())
     builder = PromptBuilder(counter, config.system_prompt, config.budget)
+    summarizer = Summarizer(SummaryConfig(mode="extractive", cache_entries=3), builder, GatewayMetrics())
     for seed in range(6):
         past = [{**m, "content": f"{m['content']} #{seed}"} for m in session(40)]
-        summarizer.ready(builder.draft(ask(past)))
+        summarizer.ready(builder.draft(ask(past)), "base")
     assert len(summarizer.cache) == 3
