@@ -1,8 +1,13 @@
 """Prefix-cache hit rate of 20-turn conversations, from vLLM's own counters, on the real CPU engine.
 
 - ``prefix_cache_hit_rate``: conversations through the gateway (``/invocations``: its byte-stable prefix
-  and chunked sliding window). Each turn sends the full history so far; the answers the model gave
-  become the next turn's history; the budget trims them (``budget_trimmed_turns`` > 0).
+  and chunked sliding window) with ``summary.mode: off``: the marker alone stands for the dropped turns.
+  Each turn sends the full history so far; the answers the model gave become the next turn's history;
+  the budget trims them (``budget_trimmed_turns`` > 0).
+- ``summarized_prefix_cache_hit_rate``: the same kind of conversations through the gateway as shipped, whose
+  model summarizes the dropped turns into the marker's slot once per slide (the summary calls' own prefill
+  counted too); ``summary_calls_per_100_turns``: those calls (the gateway's ``HistorySummaries``) per 100
+  turns sent.
 - ``naive_prefix_cache_hit_rate``: the same kind of conversations (other text, so nothing is shared
   with the first run but the system prompt), sent direct to vLLM by a builder that puts the current
   time in the system prompt and otherwise applies the same budget.
@@ -28,6 +33,7 @@ import httpx
 
 from devtools.local_serving import engine_totals, start_engine, start_gateway
 from devtools.tiny_model import ensure_tiny_model
+from fleetops.metrics import MetricName
 
 REPO = Path(__file__).resolve().parents[1]
 CONVERSATIONS = 6
@@ -94,15 +100,23 @@ def run() -> dict[str, float]:
     sampling = {"max_tokens": ANSWER_TOKENS, "min_tokens": ANSWER_TOKENS, "temperature": 0}
 
     with tempfile.TemporaryDirectory() as work, start_engine(tiny, logs=Path(work)) as engine:
-        with start_gateway(tiny, Path(work), engine_url=engine.base_url, env={"METRICS_INTERVAL_S": "60"}) as gw:
 
-            async def through_gateway(client: httpx.AsyncClient, history: list[dict[str, str]], q: str) -> Any:
+        def through(url: str) -> Send:
+            async def send(client: httpx.AsyncClient, history: list[dict[str, str]], q: str) -> Any:
                 body = {"messages": [{"role": "user", "content": q}], "history": history, "adapter": ADAPTER}
-                response = await client.post(f"{gw.url}/invocations", json={**body, **sampling})
+                response = await client.post(f"{url}/invocations", json={**body, **sampling})
                 response.raise_for_status()
                 return response.json()["choices"][0]["message"]["content"], int(response.headers["x-dropped-turns"])
 
-            gateway_rate, gateway_dropped = measure(engine.base_url, through_gateway, seed=1)
+            return send
+
+        quiet = {"METRICS_INTERVAL_S": "60"}  # counters arrive in the final flush, when the gateway stops
+        marker_only = {"summary": {"mode": "off"}}
+        with start_gateway(tiny, Path(work), engine.base_url, overrides=marker_only, env=quiet, name="marker") as gw:
+            gateway_rate, gateway_dropped = measure(engine.base_url, through(gw.url), seed=1)
+        with start_gateway(tiny, Path(work), engine.base_url, env=quiet, name="summarized") as summarized:
+            summarized_rate, _ = measure(engine.base_url, through(summarized.url), seed=4)
+        summary_calls = summarized.metric_total(MetricName.HISTORY_SUMMARIES)
 
         def direct(builder_for: Callable[[], PromptBuilder]) -> Send:
             async def send(client: httpx.AsyncClient, history: list[dict[str, str]], q: str) -> Any:
@@ -133,4 +147,6 @@ def run() -> dict[str, float]:
         "naive_prefix_cache_hit_rate": round(naive_rate, 3),
         "slide_by_one_prefix_cache_hit_rate": round(by_one_rate, 3),
         "budget_trimmed_turns": float(gateway_dropped),
+        "summarized_prefix_cache_hit_rate": round(summarized_rate, 3),
+        "summary_calls_per_100_turns": round(100 * summary_calls / (CONVERSATIONS * TURNS), 2),
     }
