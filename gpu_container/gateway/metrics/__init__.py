@@ -13,8 +13,8 @@ Every ``interval_s`` the :class:`MetricsAgent` writes EMF JSON lines (namespace
     ``vllm:num_preemptions_total``), both from the second scrape on; counters and gauges are summed
     over label sets (``model_name``, engine), the KV-cache fraction is averaged;
   - the gateway's counters, every interval and 0 when nothing happened: ``Requests``,
-    ``RequestErrors``, ``ClientErrors``, ``BudgetTrims``, ``OomCaught``, ``BreakerTrips``,
-    ``Fallbacks``, ``EngineRestarts``, ``BedrockFallbackErrors``;
+    ``RequestErrors``, ``ClientErrors``, ``BudgetTrims``, ``HistorySummaries``, ``HistorySummaryFailures``,
+    ``OomCaught``, ``BreakerTrips``, ``Fallbacks``, ``EngineRestarts``, ``BedrockFallbackErrors``;
   - the gateway's observations as raw value arrays (so CloudWatch computes p50/p95/p99):
     ``QueueWaitMs``, ``TimeToFirstTokenMs``, ``RequestLatencyMs``, ``TokensIn``, ``TokensOut``, and
     ``GpuHealthy`` (1 or 0 per GPU health check, see :mod:`gateway.gpu_health`; none without a GPU). EMF
