@@ -225,8 +225,10 @@ class GatewayHandle:
         return lines
 
     def metric_total(self, name: str) -> float:
-        """Sum of a counter over every EMF line so far."""
-        return sum(float(r.get(name, 0) or 0) for r in self.emf_lines() if not isinstance(r.get(name), list))
+        """Sum of a counter over every endpoint/variant EMF line so far (the per-adapter lines count the same
+        requests again under their ``Adapter`` dimension, a metric of its own in CloudWatch)."""
+        lines = [r for r in self.emf_lines() if "Adapter" not in r]
+        return sum(float(r.get(name, 0) or 0) for r in lines if not isinstance(r.get(name), list))
 
 
 def write_config(path: Path, overrides: dict[str, dict[str, Any]] | None = None) -> Path:
