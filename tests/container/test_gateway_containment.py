@@ -22,6 +22,7 @@ from starlette.routing import Route
 from devtools.emulator import free_port
 from devtools.local_serving import PYTHONPATH, EngineHandle, engine_totals, sse_data, start_gateway
 from devtools.tiny_model import TinyModel
+from gateway.config import DEFAULT_CONFIG, load_gateway_config
 
 pytestmark = pytest.mark.container
 
@@ -35,6 +36,9 @@ CUDA_OOM_BODY = {
         "code": 500,
     }
 }
+
+#: The last message of a summary call (the window slides in these tests, so they reach the engine double too).
+SUMMARY_INSTRUCTION = load_gateway_config(DEFAULT_CONFIG).summary.instruction
 
 
 class OomEngineDouble:
@@ -99,7 +103,11 @@ def test_oom_gets_one_compressed_retry_then_the_fallback_and_a_metric(tiny_model
         answer = response.json()
         assert answer["choices"][0]["finish_reason"] == "fallback"
         assert answer["choices"][0]["message"]["content"].startswith("Sorry, the assistant is busy")
-        first, retry = double.requests  # exactly one retry
+        # The window slid: the summary call met the out-of-memory engine too, and the marker stood in for it.
+        summaries = [r for r in double.requests if r["messages"][-1]["content"] == SUMMARY_INSTRUCTION]
+        assert len(summaries) == 1
+        first, retry = [r for r in double.requests if r not in summaries]  # exactly one retry
+        assert first["messages"][1]["content"].endswith("earlier turns omitted]")
         assert len(retry["messages"]) < len(first["messages"])  # ... with a compressed context
         assert retry["messages"][0] == first["messages"][0]  # the system prompt is always kept
         assert retry["messages"][-1] == first["messages"][-1]  # and so is the question
@@ -138,7 +146,8 @@ def test_a_request_past_the_deadline_is_cut_off_cleanly(
     # ~1600 tokens take the tiny CPU model several seconds: well past a 3 s deadline.
     overrides: dict[str, dict[str, Any]] = {
         "breaker": {"request_deadline_s": 3.0},
-        "budget": {"max_tokens_limit": 1600},
+        # A longer answer than the shipped budget allows: the other categories give way (they must fit max_model_len).
+        "budget": {"max_tokens_limit": 1600, "max_context_tokens": 400, "history_high_tokens": 1000},
         "limits": {"min_tokens": 1600},
     }
     long_answer = {
