@@ -172,29 +172,52 @@ def _nested_alarms() -> dict[str, dict[str, Any]]:
     return resources_of_type(load(REPO / "templates" / "variant_remediation.yaml"), "AWS::CloudWatch::Alarm")
 
 
+def _expected_alarm_names(props: dict[str, Any], variant: str) -> list[str]:
+    """The names one nested alarm resource gets for ``variant``, read from its ``Fn::Sub`` in the YAML.
+
+    A per-adapter alarm (``!Sub [name, {Adapter: !Select [i, ...]}]``) names the i-th adapter of the
+    ``LatencyAlarmAdapters`` default; a slot with no adapter creates nothing (its condition is false).
+    """
+    sub = props["AlarmName"]["Fn::Sub"]
+    template, variables = (sub, {}) if isinstance(sub, str) else sub
+    name = template.replace("${AlarmNamePrefix}", PREFIX).replace("${EndpointName}", ENDPOINT)
+    name = name.replace("${VariantName}", variant)
+    if "Adapter" not in variables:
+        return [name]
+    default = load(REPO / "templates" / "variant_remediation.yaml")["Parameters"]["LatencyAlarmAdapters"]["Default"]
+    adapters = [a for a in default.split(",") if a]
+    slot = variables["Adapter"]["Fn::Select"][0]
+    return [name.replace("${Adapter}", adapters[slot])] if slot < len(adapters) else []
+
+
 def test_the_alarms_created_from_the_templates_are_those_the_yaml_declares() -> None:
     created = create_alarms(STACK, PARAMETERS)
     described = {a["AlarmName"]: a for a in boto3.client("cloudwatch").describe_alarms()["MetricAlarms"]}
     assert sorted(created) == sorted(described)
-    assert len(described) == 2 * len(_nested_alarms())  # primary and canary; AWS/Lambda and AWS/SQS alarms left out
 
+    expected = 0
     for variant in ("primary", "canary"):
         for logical_id, resource in _nested_alarms().items():
             props = resource["Properties"]
-            name = props["AlarmName"]["Fn::Sub"]
-            name = name.replace("${AlarmNamePrefix}", PREFIX).replace("${EndpointName}", ENDPOINT)
-            alarm = described[name.replace("${VariantName}", variant)]
-            assert alarm["Threshold"] == float(props["Threshold"]), logical_id
-            for key in ("EvaluationPeriods", "ComparisonOperator", "TreatMissingData", "Statistic", "Period"):
-                assert alarm.get(key) == props.get(key), (logical_id, key)
-            assert alarm.get("ExtendedStatistic") == props.get("ExtendedStatistic"), logical_id
-            assert alarm.get("DatapointsToAlarm") == props.get("DatapointsToAlarm"), logical_id
-            assert [m["Id"] for m in alarm["Metrics"]] == [m["Id"] for m in props.get("Metrics", [])], logical_id
-            if "Dimensions" in props:
-                assert alarm["Dimensions"] == [
-                    {"Name": "EndpointName", "Value": ENDPOINT},
-                    {"Name": "VariantName", "Value": variant},
-                ]
+            for name in _expected_alarm_names(props, variant):
+                expected += 1
+                alarm = described[name]
+                assert alarm["Threshold"] == float(props["Threshold"]), logical_id
+                for key in ("EvaluationPeriods", "ComparisonOperator", "TreatMissingData", "Statistic", "Period"):
+                    assert alarm.get(key) == props.get(key), (logical_id, key)
+                assert alarm.get("ExtendedStatistic") == props.get("ExtendedStatistic"), logical_id
+                assert alarm.get("DatapointsToAlarm") == props.get("DatapointsToAlarm"), logical_id
+                assert [m["Id"] for m in alarm["Metrics"]] == [m["Id"] for m in props.get("Metrics", [])], logical_id
+                if "Dimensions" in props:
+                    dimensions = [
+                        {"Name": "EndpointName", "Value": ENDPOINT},
+                        {"Name": "VariantName", "Value": variant},
+                    ]
+                    if len(props["Dimensions"]) == 3:  # the per-adapter alarms: the adapter the name ends with
+                        dimensions.append({"Name": "Adapter", "Value": name.rsplit(f"-{variant}-", 1)[1]})
+                    assert alarm["Dimensions"] == dimensions, logical_id
+    # primary and canary; AWS/Lambda and AWS/SQS alarms left out
+    assert len(described) == expected
 
     expressions = {
         a["AlarmName"]: [m["Expression"] for m in a["Metrics"] if "Expression" in m] for a in described.values()
@@ -208,8 +231,9 @@ def test_the_alarms_created_from_the_templates_are_those_the_yaml_declares() -> 
 def test_the_stack_parameters_and_the_yaml_decide_the_emulated_alarms(tmp_path: Path) -> None:
     parameters = {**PARAMETERS, "MaxNumSeqs": "128", "CanaryVariantName": ""}
     wider = {a.name: a.request for a in template_alarms(STACK, parameters)}
-    assert len(wider) == len(_nested_alarms())  # no canary: CanaryVariantRemediation's condition is false
-    assert all(name.endswith("-primary") for name in wider)
+    # no canary: CanaryVariantRemediation's condition is false
+    assert len(wider) == sum(len(_expected_alarm_names(r["Properties"], "primary")) for r in _nested_alarms().values())
+    assert all("-primary" in name and "-canary" not in name for name in wider)
     saturation = wider[f"{PREFIX}saturation-{ENDPOINT}-primary"]["Metrics"]
     assert [m["Expression"] for m in saturation if "Expression" in m] == ["100 * running / 128"]
 
@@ -217,9 +241,11 @@ def test_the_stack_parameters_and_the_yaml_decide_the_emulated_alarms(tmp_path: 
     (tmp_path / "templates").mkdir()
     (tmp_path / "template.yaml").write_text((REPO / "template.yaml").read_text())
     nested = (REPO / "templates" / "variant_remediation.yaml").read_text()
-    assert nested.count("Threshold: 50\n") == 1
+    queue_depth = nested.index("  QueueDepthAlarm:\n")
+    head, tail = nested[:queue_depth], nested[queue_depth:]
+    assert "Threshold: 50\n" in tail.split("\n\n", 1)[0]  # the queue-depth alarm's own block
     (tmp_path / "templates" / "variant_remediation.yaml").write_text(
-        nested.replace("Threshold: 50\n", "Threshold: 75\n")
+        head + tail.replace("Threshold: 50\n", "Threshold: 75\n", 1)
     )
     changed = {a.name: a.request for a in template_alarms(STACK, PARAMETERS, template=tmp_path / "template.yaml")}
     assert changed[f"{PREFIX}queue-depth-{ENDPOINT}-primary"]["Threshold"] == 75.0
