@@ -41,6 +41,10 @@ PYTHONPATH = os.pathsep.join(str(REPO / p) for p in ("layers/core", "gpu_contain
 #: The model contract (:mod:`fleetops.model_contract`) a local gateway runs under, as a rollout would set it.
 CONTRACT = {"ENDPOINT_NAME": "manga-chat-local", "VARIANT_NAME": "primary", "MODEL_VERSION": "tiny-llama-test"}
 
+#: ``budget`` overrides for tests that need an answer far longer than the shipped limit (a stream that outlasts
+#: a deadline): the other categories give it their room, since all of them must fit ``max_model_len``.
+LONG_ANSWER_BUDGET: dict[str, Any] = {"max_tokens_limit": 1600, "max_context_tokens": 400, "history_high_tokens": 1000}
+
 #: The CPU attention kernel defaults to 128-token KV blocks; 32 (its smallest) is closer to the GPU default
 #: of 16, so prefix-cache hits are counted at a granularity like production's.
 CPU_ENGINE_ARGS = ["--block-size", "32"]

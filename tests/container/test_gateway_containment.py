@@ -20,7 +20,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from devtools.emulator import free_port
-from devtools.local_serving import PYTHONPATH, EngineHandle, engine_totals, sse_data, start_gateway
+from devtools.local_serving import (
+    LONG_ANSWER_BUDGET,
+    PYTHONPATH,
+    EngineHandle,
+    engine_totals,
+    sse_data,
+    start_gateway,
+)
 from devtools.tiny_model import TinyModel
 from gateway.config import DEFAULT_CONFIG, load_gateway_config
 
@@ -146,8 +153,7 @@ def test_a_request_past_the_deadline_is_cut_off_cleanly(
     # ~1600 tokens take the tiny CPU model several seconds: well past a 3 s deadline.
     overrides: dict[str, dict[str, Any]] = {
         "breaker": {"request_deadline_s": 3.0},
-        # A longer answer than the shipped budget allows: the other categories give way (they must fit max_model_len).
-        "budget": {"max_tokens_limit": 1600, "max_context_tokens": 400, "history_high_tokens": 1000},
+        "budget": LONG_ANSWER_BUDGET,
         "limits": {"min_tokens": 1600},
     }
     long_answer = {

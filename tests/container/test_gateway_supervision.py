@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from devtools.local_serving import (
+    LONG_ANSWER_BUDGET,
     GatewayHandle,
     default_max_model_len,
     engine_pids,
@@ -57,7 +58,7 @@ def owned(tiny_model: TinyModel, model_copy: Path, tmp_path_factory: pytest.Temp
     with start_gateway(
         tiny_model,
         tmp_path_factory.mktemp("owned-gateway"),
-        overrides={"supervisor": SUPERVISOR, "budget": {"max_tokens_limit": 1600}, "limits": {"min_tokens": 1600}},
+        overrides={"supervisor": SUPERVISOR, "budget": LONG_ANSWER_BUDGET, "limits": {"min_tokens": 1600}},
         env=MODEL_KNOBS,
         model_dir=model_copy,
         wait_ready_s=None,
