@@ -14,14 +14,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from devtools.local_serving import EngineHandle, sse_data, start_gateway
+from devtools.local_serving import LONG_ANSWER_BUDGET, EngineHandle, sse_data, start_gateway
 from devtools.tiny_model import TinyModel
 
 pytestmark = pytest.mark.container
 
 # The tiny model streams ~100-200 tokens/s per stream: long answers are still running at SIGTERM.
 # Long answers on purpose: min_tokens (raised with the answer cap) keeps each stream going for seconds.
-OVERRIDES = {"drain": {"window_s": 20}, "budget": {"max_tokens_limit": 1600}, "limits": {"min_tokens": 1600}}
+OVERRIDES = {"drain": {"window_s": 20}, "budget": LONG_ANSWER_BUDGET, "limits": {"min_tokens": 1600}}
 HELLO = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
 STREAMS = 4
 CONTENT = b'"delta":{"content":'
