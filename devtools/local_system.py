@@ -18,10 +18,11 @@ first model is created the way the rollout creates models (:class:`fleetops.mode
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -173,6 +174,7 @@ class LocalSystem:
             "model": {
                 "name": "manga-llama",
                 "version": version,
+                "sha256": stand_in_sha256(model_data_url),
                 "image_uri": f"{IMAGE}:{version}",
                 "model_data_url": model_data_url,
                 "execution_role_arn": wf.ROLE,
@@ -222,6 +224,19 @@ def traffic(
     finally:
         stop.set()
         thread.join(timeout=70)
+
+
+def stand_in_sha256(artifact: str) -> str:
+    """A fixed checksum for an artifact name: the rollout records checksums, it does not recompute them."""
+    return hashlib.sha256(artifact.encode()).hexdigest()
+
+
+def versioned_adapters(names: Iterable[str], version: str = "v1") -> dict[str, dict[str, str]]:
+    """A rollout request's adapter entries; the local artifact keeps each adapter at ``adapters/<name>``."""
+    return {
+        name: {"version": version, "path": f"adapters/{name}", "sha256": stand_in_sha256(f"{name}/{version}")}
+        for name in names
+    }
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout_s: float, every_s: float = 0.5) -> Any:

@@ -19,7 +19,7 @@ import pytest
 
 from devtools import rollout_workflow as wf
 from devtools.emulator import MotoServer
-from devtools.local_system import CANARY, ENDPOINT, PRIMARY, LocalSystem, local_system, wait_for
+from devtools.local_system import CANARY, ENDPOINT, PRIMARY, LocalSystem, local_system, versioned_adapters, wait_for
 from devtools.scenarios import broken_canary, healthy_rollout, queue_build_up
 from devtools.tiny_model import TinyModel
 from fleetops.metrics import NAMESPACE, Dimension, MetricName
@@ -129,7 +129,7 @@ def test_a_model_whose_environment_breaks_the_contract_is_rolled_back_before_any
 ) -> None:
     url = system.artifacts["v1"]
     request = system.rollout_request("v2-ghost", "v2", url)
-    request["model"]["adapters"] = {"ghost": "adapters/ghost"}  # not in the artifact: the container exits 1
+    request["model"]["adapters"] = versioned_adapters(["ghost"])  # not in the artifact: the container exits 1
 
     result = wf.wait(wf.start(system.workflow.rollout_arn, request, name="v2-ghost"), timeout_s=600)
 

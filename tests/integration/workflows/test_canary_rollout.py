@@ -19,6 +19,8 @@ from devtools.emulator_extensions import sagemaker as emulated_sagemaker
 from fleetops.aws.audit_table import AuditTable
 from fleetops.aws.lease import EndpointLease
 from fleetops.rollout.approval import new_approval_id
+from fleetops.rollout.plan import Pointer
+from fleetops.rollout.versions import Release
 from tests.integration.workflows.conftest import HEALTHY, rollout_request
 
 
@@ -33,6 +35,10 @@ def variants() -> dict[str, float]:
 def pointer() -> dict[str, Any]:
     value = boto3.client("ssm").get_parameter(Name=f"{wf.POINTER_PREFIX}/{wf.ENDPOINT}")["Parameter"]["Value"]
     return dict(json.loads(value))
+
+
+def pointer_release(value: dict[str, Any]) -> Release:
+    return Pointer.model_validate(value).release()
 
 
 def test_all_steps_pass_with_approvals_and_the_new_model_serves_100_percent(rollout: wf.RolloutWorkflow) -> None:
@@ -64,10 +70,9 @@ def test_all_steps_pass_with_approvals_and_the_new_model_serves_100_percent(roll
     boto3.client("sagemaker").describe_endpoint_config(EndpointConfigName="manga-chat-v6-config")
     history = wf.state_history(execution)
     assert history.count("SetWeights") == 5 and history.count("RequestApproval") == 2
-    item = boto3.client("dynamodb").get_item(
-        TableName=rollout.registry_table, Key={"model_name": {"S": "manga-llama"}, "version": {"S": "v7"}}
-    )["Item"]
+    [item] = boto3.client("dynamodb").scan(TableName=rollout.registry_table)["Items"]
     assert item["endpoint_config_name"]["S"] == "manga-chat-llama-q4-v7-final"
+    assert (item["version"]["S"], item["base_version"]["S"]) == (pointer_release(pointer()).release_key(), "v7")
     records = AuditTable(rollout.audit_table).list(wf.ENDPOINT)
     actions = [(r.action, r.outcome) for r in records]
     assert actions == [

@@ -24,6 +24,7 @@ from fleetops.tables import REGISTRY_PK, REGISTRY_SK
 from tests.conftest import load_event
 
 NOW = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
+VOICE = {"version": "v3", "path": "adapters/shonen_voice/v3", "sha256": "c" * 64}
 
 
 def request(**changes: Any) -> dict[str, Any]:
@@ -79,8 +80,8 @@ def test_promotion_keeps_the_baseline_variant_name_and_capacity_with_the_new_mod
 def test_adapters_reach_the_container_as_lora_modules_and_weights_as_model_data() -> None:
     container = plan().create_model["PrimaryContainer"]
     assert container["Environment"]["LORA_MODULES"] == (
-        "general_support=adapters/general_support jp_style=adapters/jp_style manga_domain=adapters/manga_domain "
-        "shonen_voice=adapters/shonen_voice-v3"
+        "general_support=adapters/general_support/v1 jp_style=adapters/jp_style/v2 "
+        "manga_domain=adapters/manga_domain/v3 shonen_voice=adapters/shonen_voice/v3"
     )
     assert container["ModelDataUrl"].endswith("model.tar.gz")
 
@@ -108,8 +109,8 @@ def test_without_adapters_the_model_leaves_the_image_default_and_sets_no_lora_mo
     [
         ({"environment": {"MODEL_VERSION": "v9"}}, "which the rollout writes itself"),
         ({"environment": {"SM_VLLM_MAX_NUM_SEQS": "8"}}, "which the rollout writes itself"),
-        ({"adapters": {"shonen_voice": "s3://bucket/adapters/shonen_voice/"}}, "relative path inside the model"),
-        ({"adapters": {"shonen_voice": "../../etc"}}, "relative path inside the model"),
+        ({"adapters": {"shonen_voice": VOICE | {"path": "s3://bucket/adapters/voice/"}}}, "relative path inside"),
+        ({"adapters": {"shonen_voice": VOICE | {"path": "../../etc"}}}, "relative path inside the model"),
         ({"engine": {"max_num_seq": 8}}, "model.engine.max_num_seq"),
         ({"engine": {"max_num_seqs": "lots"}}, "model.engine.max_num_seqs"),
     ],
@@ -137,7 +138,10 @@ def test_pointer_and_registry_row_name_the_new_version_and_remember_the_previous
     assert (p.new_pointer.version, p.new_pointer.previous_version) == ("v7", "v6")
     assert p.new_pointer.previous_endpoint_config_name == "v6-config"
     assert Pointer.model_validate_json(p.previous_pointer_json) == current
-    assert p.registry_item[REGISTRY_PK] == {"S": "manga-llama"} and p.registry_item[REGISTRY_SK] == {"S": "v7"}
+    assert p.registry_item[REGISTRY_PK] == {"S": "manga-llama"}
+    assert p.registry_item[REGISTRY_SK] == {"S": p.new_pointer.release_key()}
+    assert p.registry_item[REGISTRY_SK]["S"].startswith("v7+adapters-")
+    assert p.registry_item["base_version"] == {"S": "v7"}
 
 
 def test_the_lease_outlives_every_bake_and_approval_the_plan_can_take() -> None:

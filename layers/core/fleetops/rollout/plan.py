@@ -24,6 +24,16 @@ from fleetops.model_contract import (
     environment_problems,
 )
 from fleetops.rollout.checks import Thresholds
+from fleetops.rollout.versions import (
+    VERSION_PATTERN,
+    AdapterVersion,
+    Release,
+    ReleaseChange,
+    adapter_entry_problems,
+    registry_adapters,
+    release_change,
+    sha256_problem,
+)
 from fleetops.tables import REGISTRY_PK, REGISTRY_SK
 from fleetops.validation import StrictModel, problems
 
@@ -49,16 +59,22 @@ class EndpointNotReadyForRolloutError(RuntimeError):
 
 
 class ModelSpec(StrictModel):
-    """The new model version: image, weights, adapters and engine knobs (see :mod:`fleetops.model_contract`)."""
+    """The new model version: image, weights, adapters and engine knobs (see :mod:`fleetops.model_contract`).
+
+    The base model (``name``, ``version``, ``sha256``) and each adapter (:class:`AdapterVersion`) are versioned
+    apart, so a rollout may change one adapter and leave the base as it is (see :mod:`fleetops.rollout.versions`).
+    """
 
     name: str = Field(min_length=1, max_length=64, description="model family in the registry, e.g. manga-llama")
-    version: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
+    version: str = Field(min_length=1, max_length=64, pattern=VERSION_PATTERN)
+    sha256: str = Field(description="sha256 of the base model's weights artifact (model_data_url, or the image's)")
     image_uri: str = Field(min_length=1, max_length=255)
     model_data_url: str | None = Field(default=None, pattern=r"^s3://[^/]+/.+")
     environment: dict[str, str] = Field(default_factory=dict, description="more variables; not the contract's own")
-    adapters: dict[str, str] | None = Field(
+    adapters: dict[str, AdapterVersion] | None = Field(
         default=None,
-        description="LoRA adapter name -> folder inside the model artifact (LORA_MODULES); None: the image's default",
+        description="LoRA adapter name -> its version, folder inside the model artifact (LORA_MODULES) and sha256; "
+        "None: the image's default set",
     )
     engine: EngineKnobs = Field(default_factory=EngineKnobs, description="vLLM engine knobs (SM_VLLM_*)")
     execution_role_arn: str | None = Field(
@@ -89,13 +105,38 @@ class ModelSpec(StrictModel):
             raise ValueError("; ".join(problems))
         return env
 
-    @field_validator("adapters")
+    @field_validator("sha256")
     @classmethod
-    def _adapter_paths(cls, adapters: dict[str, str] | None) -> dict[str, str] | None:
-        problems = adapter_problems(adapters or {})
+    def _sha256(cls, value: str) -> str:
+        problem = sha256_problem(value)
+        if problem:
+            raise ValueError(f"base model {problem}")
+        return value
+
+    @field_validator("adapters", mode="before")
+    @classmethod
+    def _adapter_entries(cls, adapters: Any) -> Any:
+        # Before parsing: the message names the adapter, not a field path, and says what an old-style entry lacks.
+        problems = adapter_entry_problems(adapters)
         if problems:
             raise ValueError("; ".join(problems))
         return adapters
+
+    @field_validator("adapters")
+    @classmethod
+    def _adapter_paths(cls, adapters: dict[str, AdapterVersion] | None) -> dict[str, AdapterVersion] | None:
+        problems = adapter_problems(cls._paths(adapters) or {})
+        if problems:
+            raise ValueError("; ".join(problems))
+        return adapters
+
+    @staticmethod
+    def _paths(adapters: dict[str, AdapterVersion] | None) -> dict[str, str] | None:
+        return None if adapters is None else {name: entry.path for name, entry in adapters.items()}
+
+    def release(self) -> Release:
+        """The base model and adapter versions this model serves."""
+        return Release(model=self.name, version=self.version, sha256=self.sha256, adapters=self.adapters)
 
     def container(self, endpoint_name: str, variant_name: str) -> dict[str, Any]:
         """``PrimaryContainer`` for CreateModel: the image, the weights, and the contract for one variant."""
@@ -103,7 +144,7 @@ class ModelSpec(StrictModel):
             endpoint_name=endpoint_name,
             variant_name=variant_name,
             model_version=self.version,
-            adapters=self.adapters,
+            adapters=self._paths(self.adapters),
             engine=self.engine,
         )
         container: dict[str, Any] = {"Image": self.image_uri, "Environment": self.environment | contract.environment()}
@@ -220,19 +261,44 @@ class RolloutRequest(StrictModel):
         return specs
 
 
-class Pointer(StrictModel):
-    """The model-version pointer of an endpoint (an SSM parameter holding this as JSON)."""
+class Pointer(Release):
+    """The model-version pointer of an endpoint (an SSM parameter holding this as JSON).
 
-    model: str
-    version: str
+    It names the release that serves (base version and sha256, each adapter's version, folder and sha256) and
+    the one that served before, so a rollback puts the previous release back, adapters included. Fields added
+    since the first pointers default to ``None``: an older pointer still reads, with its checksums unknown.
+    """
+
     sagemaker_model: str
     endpoint_config_name: str
     rollout_id: str = ""
     previous_endpoint_config_name: str | None = None
     previous_version: str | None = None
+    previous_sha256: str | None = None
+    previous_adapters: dict[str, AdapterVersion] | None = None
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), sort_keys=True)
+
+    def release(self) -> Release:
+        return Release(model=self.model, version=self.version, sha256=self.sha256, adapters=self.adapters)
+
+    def restored(self) -> Pointer | None:
+        """The pointer a rollback of the last promotion puts back: the previous release on the previous config.
+
+        It names no previous release of its own, so a second rollback finds nothing more to undo instead of
+        walking the fleet back another version. ``None`` when this pointer names no previous config.
+        """
+        if not self.previous_endpoint_config_name:
+            return None
+        return Pointer(
+            model=self.model,
+            version=self.previous_version or "unknown",
+            sha256=self.previous_sha256,
+            adapters=self.previous_adapters,
+            sagemaker_model="unknown",
+            endpoint_config_name=self.previous_endpoint_config_name,
+        )
 
 
 class PlanStep(StrictModel):
@@ -278,6 +344,7 @@ class RolloutPlan(StrictModel):
     new_pointer_json: str
     previous_pointer_json: str
     registry_item: dict[str, Any]
+    change: ReleaseChange = Field(description="how the release differs from the pointer's: base, adapters only, ...")
     dry_run: bool = False
     kind: Literal["rollout-plan"] = "rollout-plan"
 
@@ -309,7 +376,8 @@ def lease_budget_seconds(request: RolloutRequest) -> int:
     Examples
     --------
     >>> lease_budget_seconds(parse_request({"rollout_id": "r", "endpoint_name": "e", "dry_run": True,
-    ...     "model": {"name": "m", "version": "v", "image_uri": "i"}, "canary": {"instance_type": "ml.g5.xlarge"},
+    ...     "model": {"name": "m", "version": "v", "sha256": "a" * 64, "image_uri": "i"},
+    ...     "canary": {"instance_type": "ml.g5.xlarge"},
     ...     "steps": [100], "bake_seconds": 600, "max_extensions": 0,
     ...     "approval": {"timeout_seconds": 3600, "heartbeat_seconds": 3600}}))
     22560
@@ -412,14 +480,16 @@ def build_plan(
     waits = request.in_service.waits()
     budget = lease_budget_seconds(request)
     now_epoch = int(now.timestamp())
+    release = request.model.release()
     pointer = Pointer(
-        model=request.model.name,
-        version=request.model.version,
+        **release.model_dump(),
         sagemaker_model=final_model_name,
         endpoint_config_name=f"{base}-final",
         rollout_id=request.rollout_id,
         previous_endpoint_config_name=endpoint.endpoint_config_name,
         previous_version=current_pointer.version if current_pointer else None,
+        previous_sha256=current_pointer.sha256 if current_pointer else None,
+        previous_adapters=current_pointer.adapters if current_pointer else None,
     )
     previous_pointer = current_pointer or Pointer(
         model=request.model.name,
@@ -476,9 +546,14 @@ def build_plan(
         new_pointer_json=pointer.to_json(),
         previous_pointer_json=previous_pointer.to_json(),
         dry_run=dry_run or request.dry_run,
+        change=release_change(current_pointer.release() if current_pointer else None, release),
         registry_item={
             REGISTRY_PK: {"S": request.model.name},
-            REGISTRY_SK: {"S": request.model.version},
+            # One row per release (base + adapter set): an adapter-only change adds a row, never rewrites one.
+            REGISTRY_SK: {"S": release.release_key()},
+            "base_version": {"S": release.version},
+            "sha256": {"S": request.model.sha256},
+            "adapters": registry_adapters(release.adapters),
             "kind": {"S": "sagemaker"},
             "sagemaker_model": {"S": final_model_name},
             "image_uri": {"S": request.model.image_uri},

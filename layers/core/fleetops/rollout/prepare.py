@@ -47,7 +47,7 @@ def with_stack_engine_knobs(request: RolloutRequest, max_num_seqs: int | None) -
     Examples
     --------
     >>> role = "arn:aws:iam::123456789012:role/r"
-    >>> model = {"name": "m", "version": "v7", "image_uri": "img", "execution_role_arn": role}
+    >>> model = {"name": "m", "version": "v7", "sha256": "a" * 64, "image_uri": "img", "execution_role_arn": role}
     >>> request = parse_request({"rollout_id": "r", "endpoint_name": "e", "model": model,
     ...                          "canary": {"instance_type": "ml.g5.2xlarge"}})
     >>> with_stack_engine_knobs(request, 64).model.engine.max_num_seqs

@@ -162,19 +162,15 @@ def resolve_target(request: RollbackRequest, pointer: Pointer | None, current_co
         return pointer.endpoint_config_name, None  # a rollout in flight: abort it
     if request.abort_only:
         return current_config, None  # nothing in flight: next_step finishes at once
-    if pointer is None or not previous:
+    restored = pointer.restored() if pointer else None
+    if restored is None:
         raise RollbackInputError(
             f"no rollout of {request.endpoint_name!r} is in flight and its model pointer names no previous config: "
             "there is nothing to roll back to; nothing was changed"
         )
-    restored = Pointer(
-        model=pointer.model,
-        version=pointer.previous_version or "unknown",
-        sagemaker_model="unknown",
-        endpoint_config_name=previous,
-    )
-    # Undo the last promotion, or, once the endpoint is back on the previous config, finish restoring it.
-    return previous, restored.to_json()
+    # Undo the last promotion (the previous base and adapter versions, checksums included), or, once the
+    # endpoint is back on the previous config, finish restoring the pointer.
+    return restored.endpoint_config_name, restored.to_json()
 
 
 def rollout_to_abort(holder: str, lease: LeaseInfo | None, now: datetime) -> LeaseInfo | None:
