@@ -132,14 +132,11 @@ def _missing(suite: EvalSuite, prompt: Prompt, answer: str) -> list[str]:
     def title_named(key: str) -> bool:
         return mentions(answer, suite.catalogue[key].names())
 
-    def term_said(term: str) -> bool:
-        return mentions(answer, [term])
-
     missing = [suite.catalogue[key].shown(prompt.language) for key in prompt.titles_all if not title_named(key)]
     if prompt.titles_any and not any(title_named(key) for key in prompt.titles_any):
         missing.append(_one_of([suite.catalogue[key].shown(prompt.language) for key in prompt.titles_any]))
-    missing += [term for term in prompt.terms_all if not term_said(term)]
-    if prompt.terms_any and not any(term_said(term) for term in prompt.terms_any):
+    missing += [term for term in prompt.terms_all if not mentions(answer, [term])]
+    if prompt.terms_any and not any(mentions(answer, [term]) for term in prompt.terms_any):
         missing.append(_one_of(prompt.terms_any))
     return missing
 
@@ -159,7 +156,8 @@ def _invented(suite: EvalSuite, prompt: Prompt, answer: str) -> list[str]:
         title.marked
         for title in marked_titles(answer)
         if not name_forms(title.text) & known
-        and normalise(title.text) not in ignored | {""}
+        and normalise(title.text) not in ignored
+        # A title the prompt itself names is the user's, not the model's invention.
         and normalise(title.text) not in asked
     ]
 
