@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 
 from fleetops.promotion.eval_suite import EVAL_SUITE, EvalSuiteError, load_eval_suite
-from fleetops.promotion.evaluation import judge
+from fleetops.promotion.evaluation import Verdict, judge
 from tests.unit.promotion.small_suite import suite_data, write_suite
 
 # One good answer per shipped prompt: the shipped suite must be passable, or it would refuse every model.
 REFERENCE = {
     "en-01": "If you like Demon Slayer, try **Jujutsu Kaisen** or **Chainsaw Man**.",
     "en-02": "In Japanese it is 『葬送のフリーレン』 (Sousou no Frieren).",
-    "en-03": "One Piece is written and drawn by Eiichiro Oda.",
+    "en-03": "One Piece is written and drawn by **Eiichiro Oda**.",  # a person in bold: in not_titles
     "en-04": "Try **Frieren: Beyond Journey's End** or **Made in Abyss**.",
     "en-05": "That is **Demon Slayer: Kimetsu no Yaiba**.",
     # Repeating the title the user asked about is not inventing it.
@@ -24,7 +24,7 @@ REFERENCE = {
     "ja-01": "『呪術廻戦』や『チェンソーマン』がおすすめです。",
     "ja-02": "『葬送のフリーレン』の原作は山田鐘人、作画はアベツカサです。",
     "ja-03": "『鬼滅の刃』です。",
-    "ja-04": "尾田栄一郎さんです。",
+    "ja-04": "「尾田栄一郎」さんです。",
     "ja-05": "『葬送のフリーレン』や『メイドインアビス』はいかがでしょう。",
     "ja-06": "全34巻で完結しました。",
 }
@@ -60,6 +60,16 @@ def test_the_shipped_suite_refuses_the_quantized_model_that_invented_titles() ->
     assert verdict.candidate.languages["ja"].hallucinated == 3
     assert verdict.comparison is not None
     assert verdict.comparison.languages["ja"].regressions == ["ja-01", "ja-03"]
+
+
+def test_the_verdict_travels_as_json_unchanged() -> None:
+    # The verdict is handed on as JSON (a workflow state's output): reading it back must give the same verdict.
+    verdict = judge(load_eval_suite(), REFERENCE | {"ja-03": "『炎の剣士』です。"}, REFERENCE)
+
+    again = Verdict.model_validate_json(verdict.model_dump_json())
+
+    assert again == verdict
+    assert again.candidate.prompts[8].hallucinated == ["『炎の剣士』"]
 
 
 def test_a_prompt_gives_its_messages_or_its_question_as_the_user_message() -> None:
