@@ -123,6 +123,10 @@ def _unknown_language(data: dict[str, Any]) -> None:
     _prompt(data, "en-02")["language"] = "fr"
 
 
+def _title_without_names(data: dict[str, Any]) -> None:
+    data["catalogue"]["frieren"] = {"en": [], "ja": []}
+
+
 def _not_title_that_is_a_title(data: dict[str, Any]) -> None:
     data["not_titles"].append("one piece")
 
@@ -143,6 +147,7 @@ def _last_message_not_the_users(data: dict[str, Any]) -> None:
         (_name_under_two_titles, "name 'onepiece' belongs to several titles: ['frieren', 'one-piece']"),
         (_japanese_prompt_in_english, "prompt ja-01 is tagged ja but holds no Japanese text"),
         (_unknown_language, "prompts[en-02].language: Input should be 'en' or 'ja'"),
+        (_title_without_names, "catalogue.frieren: Value error, a title needs at least one name"),
         (_not_title_that_is_a_title, "not_titles entry 'one piece' is a catalogue name"),
         (_last_message_not_the_users, "prompt ja-03: the last message must be the user's"),
     ],
