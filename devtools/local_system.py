@@ -52,8 +52,17 @@ IMAGE = wf.IMAGE_REPOSITORY  # the stack's MODEL_IMAGE_REPOSITORY: the only one 
 BUCKET = wf.ARTIFACT_BUCKET  # the stack's MODEL_ARTIFACT_BUCKET
 #: The local stack's canary checks: the shipped ones, sized for a CPU engine's trickle of traffic and its noisy
 #: latency. Deployed (CANARY_CHECKS_PATH) for both the analysis and Validate, as a stack's own file would be:
-#: a rollout request may still only tighten them.
-LOCAL_CHECK_LIMITS = {"requests": 5.0, "p95-latency": 3.0, "p95-ttft": 3.0}
+#: a rollout request may still only tighten them. The absolute gates are the GPU fleet's SLOs: the tiny CPU model
+#: answers in seconds, so they get the gateway's longest request deadline (60 s), and a few requests make one
+#: error a large rate, so the error rate keeps the 2 % these scenarios were sized with. No data still never passes.
+LOCAL_CHECK_LIMITS = {
+    "requests": 5.0,
+    "p95-latency": 3.0,
+    "p95-ttft": 3.0,
+    "error-rate": 0.02,
+    "latency-slo": 60000.0,
+    "ttft-slo": 60000.0,
+}
 #: The stack's MaxNumSeqs: small, so real load on the CPU engine queues (and the saturation alarm means it).
 MAX_NUM_SEQS = 4
 #: Emulated alarm time runs this much faster than the clock (a 60 s period is a 3 s window).

@@ -43,67 +43,74 @@ def test_a_canary_like_its_baseline_passes_and_the_summary_carries_the_numbers()
         "PASS: canary 1000 req, 0.20% errors, p95 1000 ms, TTFT p95 300 ms, OOM 0, breaker 0, restarts 0"
         " | baseline 1000 req, 0.20% errors, p95 1000 ms, TTFT p95 300 ms"
     )
+    assert {r.outcome for r in result.checks} == {"pass"}
 
 
 def test_every_declared_check_gives_a_line_with_its_values_and_limit() -> None:
     result = analyse(stats("canary", errors=30), stats("primary"), T)
     lines = {r.name: r for r in result.checks}
     assert list(lines) == list(SHIPPED.checks)
-    assert (lines["error-rate"].outcome, lines["error-rate"].canary, lines["error-rate"].limit) == ("fail", 0.03, 0.02)
-    assert lines["error-rate"].reason == "error rate 3.00% above 2.00%"
+    assert (lines["error-rate"].outcome, lines["error-rate"].canary, lines["error-rate"].limit) == ("fail", 0.03, 0.005)
+    assert lines["error-rate"].reason == "absolute SLO: error rate 3.00% above 0.50%"
     assert (lines["requests"].outcome, lines["requests"].limit) == ("pass", 100.0)
     assert (lines["p95-ttft"].outcome, lines["p95-ttft"].baseline, lines["p95-ttft"].reason) == ("pass", 300.0, None)
+    gates = {r.name: r.gate for r in result.checks}
+    assert (gates["requests"], gates["error-rate"], gates["ttft-slo"], gates["p95-ttft"]) == (
+        "sample",
+        "absolute",
+        "absolute",
+        "relative",
+    )
 
 
 def test_too_few_canary_requests_is_inconclusive_whatever_else_happens() -> None:
     result = analyse(stats("canary", requests=99, errors=50), stats("primary"), T)
-    assert result.verdict == "inconclusive" and "only 99 canary requests, need 100" in result.reasons[0]
-    assert result.reasons == ("only 99 canary requests, need 100",)
+    assert result.verdict == "inconclusive"
+    assert result.reasons == ("sample size: only 99 canary requests, need 100",)
     assert {r.outcome for r in result.checks if r.name != "requests"} == {"not_judged"}
-    assert result.summary.startswith("INCONCLUSIVE: canary 99 req, 50.51% errors")
+    assert result.summary.startswith("INCONCLUSIVE (sample size): canary 99 req, 50.51% errors")
 
 
 @pytest.mark.parametrize(
     ("canary", "reason"),
     [
-        ({"errors": 30}, "error rate 3.00% above 2.00%"),
-        ({"errors": 15}, "error rate 1.50% vs baseline 0.20%"),
-        ({"p95_latency_ms": 1300.0}, "p95 latency 1300 ms is 30% above baseline 1000 ms"),
-        ({"p95_ttft_ms": 400.0}, "p95 TTFT 400 ms is 33% above baseline 300 ms"),
-        ({"oom": 1}, "OOMs caught 1 above 0"),
-        ({"breaker_trips": 2}, "breaker trips 2 above 0"),
-        ({"engine_restarts": 1}, "engine restarts 1 above 0"),
+        ({"errors": 30}, "absolute SLO: error rate 3.00% above 0.50%"),
+        ({"errors": 6}, "absolute SLO: error rate 0.60% above 0.50%"),  # within 2 %, the limit before the SLO
+        ({"errors": 15}, "relative to baseline: error rate 1.50% vs baseline 0.20%"),
+        ({"p95_latency_ms": 1300.0}, "relative to baseline: p95 latency 1300 ms is 30% above baseline 1000 ms"),
+        ({"p95_ttft_ms": 400.0}, "relative to baseline: p95 TTFT 400 ms is 33% above baseline 300 ms"),
+        ({"oom": 1}, "absolute SLO: OOMs caught 1 above 0"),
+        ({"breaker_trips": 2}, "absolute SLO: breaker trips 2 above 0"),
+        ({"engine_restarts": 1}, "absolute SLO: engine restarts 1 above 0"),
     ],
 )
 def test_each_regression_fails_the_canary_with_its_reason(canary: dict[str, Any], reason: str) -> None:
     result = analyse(stats("canary", **canary), stats("primary"), T)
     assert result.verdict == "fail"
     assert any(reason in r for r in result.reasons), result.reasons
-    assert result.summary.startswith("FAIL: ") and result.summary.endswith(" | " + "; ".join(result.reasons))
+    # The summary's head names the gate that failed; its tail lists every reason.
+    head = result.summary.split(": canary ")[0]
+    assert head.startswith("FAIL (") and reason.partition(": ")[0] in head, head
+    assert result.summary.endswith(" | " + "; ".join(result.reasons))
 
 
 def test_the_reasons_keep_the_full_wording() -> None:
     result = analyse(stats("canary", errors=15, p95_latency_ms=1300.0), stats("primary"), T)
     assert result.reasons == (
-        "error rate 1.50% vs baseline 0.20% (max increase 1.00%)",
-        "p95 latency 1300 ms is 30% above baseline 1000 ms (max 20%)",
+        "absolute SLO: error rate 1.50% above 0.50%",
+        "relative to baseline: error rate 1.50% vs baseline 0.20% (max increase 1.00%)",
+        "relative to baseline: p95 latency 1300 ms is 30% above baseline 1000 ms (max 20%)",
     )
+    assert result.summary.startswith("FAIL (absolute SLO, relative to baseline): canary 1000 req")
 
 
 def test_a_small_latency_increase_within_the_limit_passes() -> None:
     assert analyse(stats("canary", p95_latency_ms=1190.0), stats("primary"), T).verdict == "pass"
 
 
-def test_latency_is_not_judged_without_a_baseline_value() -> None:
-    result = analyse(stats("canary", p95_latency_ms=5000.0), stats("primary", p95_latency_ms=None), T)
-    assert result.verdict == "pass"
-    assert next(r for r in result.checks if r.name == "p95-latency").outcome == "not_judged"
-    assert "| baseline 1000 req, 0.20% errors, p95 n/a," in result.summary
-
-
 def test_no_canary_requests_is_no_error_rate() -> None:
     result = analyse(stats("canary", requests=0, errors=0), stats("primary"), T)
-    assert result.verdict == "inconclusive" and result.reasons == ("only 0 canary requests, need 100",)
+    assert result.verdict == "inconclusive" and result.reasons == ("sample size: only 0 canary requests, need 100",)
 
 
 def test_thresholds_are_per_rollout() -> None:
@@ -125,10 +132,12 @@ def test_the_shipped_defaults_are_the_limits_a_request_did_not_set() -> None:
     limits = {name: check.limit for name, check in SHIPPED.checks.items()}
     assert limits == {
         "requests": 200,
-        "error-rate": 0.02,
+        "error-rate": 0.005,
         "error-rate-increase": 0.01,
         "p95-latency": 0.2,
         "p95-ttft": 0.2,
+        "latency-slo": 10000,
+        "ttft-slo": 500,
         "oom": 0,
         "breaker-trips": 0,
         "engine-restarts": 0,

@@ -122,8 +122,8 @@ def test_a_check_added_only_in_config_is_queried_and_judged(
     assert (line.outcome, line.canary, line.limit) == (outcome, max(wait_ms), 500.0)
     assert result.verdict == verdict
     if verdict == "fail":
-        assert result.reasons == ("p99 queue wait 800 ms above 500 ms",)
-        assert result.summary.endswith("| p99 queue wait 800 ms above 500 ms")
+        assert result.reasons == ("absolute SLO: p99 queue wait 800 ms above 500 ms",)
+        assert result.summary.endswith("| absolute SLO: p99 queue wait 800 ms above 500 ms")
 
 
 def test_a_ratio_check_added_in_config_reads_both_metrics_once(tmp_path: Path) -> None:
@@ -148,7 +148,8 @@ def test_a_ratio_check_added_in_config_reads_both_metrics_once(tmp_path: Path) -
     names = [q["MetricStat"]["Metric"]["MetricName"] for q in cloudwatch.calls[0]["MetricDataQueries"]]
     assert names.count("Requests") == 1 and names[-1] == "ClientErrors"
     assert result.verdict == "fail"
-    assert result.reasons == ("client error rate 15.00% vs baseline 0.00% (max increase 5.00%)",)
+    # A ratio of sums always has a value (0 without requests), so it needs no absolute gate of its own.
+    assert result.reasons == ("relative to baseline: client error rate 15.00% vs baseline 0.00% (max increase 5.00%)",)
     assert "restarts 0, 15.00% client errors | baseline" in result.summary
 
 
@@ -202,6 +203,15 @@ def drop(name: str, field: str | None = None) -> Callable[[dict[str, Any]], None
             "check names must be lower-case kebab-case",
         ),
         (drop("requests"), "no minimum_sample check: a canary without traffic would pass"),
+        (
+            edit_check("ttft-slo", compare="baseline_regression"),
+            "relative checks ['p95-ttft', 'ttft-slo'] have no absolute gate (a maximum check on the same metric and "
+            "statistic) to judge the canary by when the baseline has no value",
+        ),
+        (
+            edit_check("latency-slo", statistic="p99"),
+            "relative checks ['p95-latency'] have no absolute gate",
+        ),
         (drop("engine-restarts", "request_threshold"), "thresholds ['max_engine_restarts'] override no check"),
     ],
 )

@@ -117,7 +117,9 @@ def test_a_request_may_bake_longer_up_to_the_limit() -> None:
     ("thresholds", "check", "limit", "asked"),
     [
         ({"min_requests": 20}, "requests", "200", "20"),
-        ({"max_error_rate": 0.5}, "error-rate", "0.02", "0.5"),
+        ({"max_error_rate": 0.01}, "error-rate", "0.005", "0.01"),
+        ({"max_ttft_p95_ms": 800}, "ttft-slo", "500", "800"),
+        ({"max_latency_p95_ms": 20000}, "latency-slo", "10000", "20000"),
         ({"max_error_rate_increase": 0.05}, "error-rate-increase", "0.01", "0.05"),
         ({"max_latency_regression": 1.0}, "p95-latency", "0.2", "1.0"),
         ({"max_oom": 3}, "oom", "0", "3"),
@@ -131,7 +133,14 @@ def test_a_looser_threshold_is_refused_naming_the_check_its_limit_and_the_reques
 
 
 def test_tighter_thresholds_pass() -> None:
-    tight = {"min_requests": 1000, "max_error_rate": 0.001, "max_latency_regression": 0.05, "max_oom": 0}
+    tight = {
+        "min_requests": 1000,
+        "max_error_rate": 0.001,
+        "max_latency_regression": 0.05,
+        "max_ttft_p95_ms": 400,
+        "max_latency_p95_ms": 8000,
+        "max_oom": 0,
+    }
     apply_guardrails(request(thresholds=tight), fleet(), CHECKS, STACK)
 
 

@@ -10,13 +10,10 @@ from typing import TYPE_CHECKING, Any
 from fleetops.aws import clients
 from fleetops.metrics import NAMESPACE, Dimension
 from fleetops.rollout.analysis import VariantStats
-from fleetops.rollout.checks import CanaryChecks, Series
+from fleetops.rollout.checks import ADDITIVE, CanaryChecks, Series
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient
-
-#: Statistics that add up over periods; any other takes the worst period (conservative).
-_ADDITIVE = frozenset({"Sum", "SampleCount"})
 
 
 def metric_data_queries(
@@ -57,7 +54,7 @@ def combine(statistic: str, found: Sequence[float]) -> float | None:
     >>> combine("Sum", []), combine("p95", []), combine("p95", [300.0, 420.0]), combine("Minimum", [3.0, 1.0])
     (0.0, None, 420.0, 1.0)
     """
-    if statistic in _ADDITIVE:
+    if statistic in ADDITIVE:
         return float(sum(found))
     if not found:
         return None

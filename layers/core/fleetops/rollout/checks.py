@@ -28,6 +28,17 @@ from fleetops.validation import StrictModel, problems, read_yaml_mapping
 CANARY_CHECKS = Path(__file__).resolve().parents[2] / "fleet_config" / "canary_checks.yaml"
 
 Compare = Literal["minimum_sample", "maximum", "baseline_increase", "baseline_regression"]
+#: What kind of gate a check is, by its ``compare``: the sample size, an absolute limit on the canary alone (an
+#: SLO), or a limit relative to the baseline. Reasons and the summary name it, so a reader knows which failed.
+Gate = Literal["sample", "absolute", "relative"]
+GATE: dict[Compare, Gate] = {
+    "minimum_sample": "sample",
+    "maximum": "absolute",
+    "baseline_increase": "relative",
+    "baseline_regression": "relative",
+}
+#: Statistics that add up over periods: 0, never missing, when a variant had no datapoints.
+ADDITIVE = frozenset({"Sum", "SampleCount"})
 _STATISTIC = re.compile(r"^(Sum|SampleCount|Average|Maximum|Minimum|p(\d{1,2}(\.\d+)?|100))$")
 _CHECK_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
@@ -48,6 +59,11 @@ class Series:
         """How the value is keyed in :class:`fleetops.rollout.analysis.VariantStats`."""
         return f"{self.metric}:{self.statistic}"
 
+    @property
+    def additive(self) -> bool:
+        """Whether the value adds up over periods (and so is 0, not missing, without datapoints)."""
+        return self.statistic in ADDITIVE
+
 
 class Thresholds(StrictModel):
     """A rollout's overrides of the declared limits; ``None`` keeps the check's own ``limit``.
@@ -61,6 +77,8 @@ class Thresholds(StrictModel):
     max_error_rate: float | None = Field(default=None, ge=0, le=1)
     max_error_rate_increase: float | None = Field(default=None, ge=0, le=1, description="over the baseline")
     max_latency_regression: float | None = Field(default=None, ge=0, description="p95 over baseline, fraction")
+    max_ttft_p95_ms: int | None = Field(default=None, ge=0, description="the canary's p95 TTFT in ms, absolute")
+    max_latency_p95_ms: int | None = Field(default=None, ge=0, description="the canary's p95 latency in ms, absolute")
     max_oom: int | None = Field(default=None, ge=0)
     max_breaker_trips: int | None = Field(default=None, ge=0)
     max_engine_restarts: int | None = Field(default=None, ge=0)
@@ -117,10 +135,18 @@ class CanaryCheck(StrictModel):
             raise ValueError(f"summary {summary!r} must hold '{{}}' (the value) once and no other braces")
         return summary
 
+    @property
+    def gate(self) -> Gate:
+        return GATE[self.compare]
+
     def series(self) -> tuple[Series, ...]:
         """What the check reads: its metric, and the divisor of a ratio."""
         own = Series(self.metric, self.statistic)
         return (own,) if self.divided_by is None else (own, Series(self.divided_by, self.statistic))
+
+    def may_lack_a_value(self) -> bool:
+        """Whether a variant can have no value for it: a percentile (or average, ...) without datapoints."""
+        return not all(s.additive for s in self.series())
 
 
 class CanaryChecks(StrictModel):
@@ -141,7 +167,30 @@ class CanaryChecks(StrictModel):
         orphans = sorted(set(Thresholds.model_fields) - claimed)
         if orphans:
             raise ValueError(f"rollout request thresholds {orphans} override no check: name them in request_threshold")
+        # The baseline has no value at the 100 % step (it serves nothing) or after a quiet window; a relative check
+        # is then judged by an absolute gate on its series, so one must exist or the canary would pass unjudged.
+        ungated = [
+            name
+            for name, check in self.checks.items()
+            if check.gate == "relative" and check.may_lack_a_value() and not self.absolute_gates(check)
+        ]
+        if ungated:
+            raise ValueError(
+                f"relative checks {ungated} have no absolute gate (a maximum check on the same metric and "
+                "statistic) to judge the canary by when the baseline has no value"
+            )
         return self
+
+    def absolute_gates(self, check: CanaryCheck) -> tuple[str, ...]:
+        """The names of the ``maximum`` checks that read exactly what ``check`` reads.
+
+        Examples
+        --------
+        >>> checks = load_canary_checks()
+        >>> checks.absolute_gates(checks.checks["p95-ttft"])
+        ('ttft-slo',)
+        """
+        return tuple(name for name, c in self.checks.items() if c.compare == "maximum" and c.series() == check.series())
 
     def series(self) -> tuple[Series, ...]:
         """Every series the checks read, each once, in declaration order (one query each).

@@ -137,7 +137,7 @@ def threshold_problems(thresholds: Thresholds, checks: CanaryChecks) -> list[str
     Examples
     --------
     >>> from fleetops.rollout.checks import load_canary_checks
-    >>> threshold_problems(Thresholds(min_requests=500, max_error_rate=0.01), load_canary_checks())
+    >>> threshold_problems(Thresholds(min_requests=500, max_error_rate=0.001), load_canary_checks())
     []
     >>> threshold_problems(Thresholds(min_requests=20), load_canary_checks())  # doctest: +ELLIPSIS
     ["thresholds.min_requests: 20 is looser than check 'requests' (minimum_sample, declared limit 200...)..."]
