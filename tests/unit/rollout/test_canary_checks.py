@@ -10,6 +10,8 @@ from typing import Any, cast
 import pytest
 import yaml
 
+from devtools.local_system import LOCAL_CHECK_LIMITS
+from fleetops.metrics import unit_of
 from fleetops.rollout.analysis import analyse
 from fleetops.rollout.canary_metrics import CanaryMetrics
 from fleetops.rollout.checks import CANARY_CHECKS, CanaryChecksError, Thresholds, load_canary_checks
@@ -240,3 +242,13 @@ def test_an_unreadable_or_shapeless_file_is_refused(tmp_path: Path) -> None:
 def test_a_plan_carries_only_the_thresholds_the_request_set() -> None:
     assert Thresholds(min_requests=20).model_dump(mode="json") == {"min_requests": 20}
     assert Thresholds.model_validate({"min_requests": 20, "max_oom": None}) == Thresholds(min_requests=20)
+
+
+def test_the_local_system_sizes_every_latency_gate_for_its_cpu_engine_by_name() -> None:
+    # The local stack deploys the shipped checks with these limits; a renamed check would leave a GPU-sized
+    # latency gate in front of the slow CPU model (or size nothing), and the local rollouts would fail far later.
+    shipped = load_canary_checks()
+    assert set(LOCAL_CHECK_LIMITS) <= set(shipped.checks)
+    latency_gates = {n for n, c in shipped.checks.items() if unit_of(c.metric) == "Milliseconds"}
+    assert latency_gates == {"p95-latency", "p95-ttft", "latency-slo", "ttft-slo"}
+    assert latency_gates <= set(LOCAL_CHECK_LIMITS)
