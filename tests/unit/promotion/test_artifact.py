@@ -200,3 +200,19 @@ def test_a_link_is_refused_and_not_followed(artifact: Path, tmp_path: Path) -> N
 
     assert "extra.json: a link, not a regular file" in _problems(check)
     assert "extra.json" not in check.base.files
+
+
+def test_a_special_token_the_tokenizer_lacks_is_refused(artifact: Path) -> None:
+    _edit_json(artifact / "tokenizer_config.json", eos_token="<|eot_id|>")
+
+    assert "tokenizer_config.json: eos_token '<|eot_id|>' is not a token of tokenizer.json" in _problems(
+        check_folder(artifact)
+    )
+
+
+def test_an_adapter_without_its_weights_is_refused_naming_it(artifact: Path) -> None:
+    (artifact / "adapters" / "general_support" / "adapter_model.safetensors").unlink()
+
+    problems = _problems(check_folder(artifact))
+
+    assert "adapters/general_support/adapter_model.safetensors: missing" in problems
