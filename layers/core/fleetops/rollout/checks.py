@@ -168,7 +168,8 @@ class CanaryChecks(StrictModel):
         if orphans:
             raise ValueError(f"rollout request thresholds {orphans} override no check: name them in request_threshold")
         # The baseline has no value at the 100 % step (it serves nothing) or after a quiet window; a relative check
-        # is then judged by an absolute gate on its series, so one must exist or the canary would pass unjudged.
+        # is then judged by an absolute gate on its series. Without one the analysis can only call the canary
+        # inconclusive, so every rollout would stall at its last step: refuse the file now, not then.
         ungated = [
             name
             for name, check in self.checks.items()
