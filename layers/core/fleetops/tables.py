@@ -22,7 +22,9 @@ LEASE_FENCE = "fence"
 
 # Model registry: every model version the fleet has known (SageMaker rollouts and Bedrock imports).
 REGISTRY_PK = "model_name"
-REGISTRY_SK = "version"
+REGISTRY_SK = "version"  # a SageMaker release's key: the base version, + a digest of its adapter set if any
+# The base model's checksum: a release's row is written once, and never again with another base under its key.
+REGISTRY_SHA256 = "sha256"
 
 # Alarm responder's safety-rail memory (cooldown, actions per hour), one item per endpoint.
 REMEDIATION_STATE_PK = "endpoint_name"

@@ -13,7 +13,7 @@ import boto3
 
 from devtools import rollout_workflow as wf
 from fleetops.aws.audit_table import AuditTable
-from fleetops.rollout.plan import Pointer
+from fleetops.rollout.plan import Pointer, parse_request
 from tests.integration.workflows.conftest import HEALTHY, rollout_request
 
 PARAMETER = f"{wf.POINTER_PREFIX}/{wf.ENDPOINT}"
@@ -123,3 +123,24 @@ def test_a_failed_adapter_only_rollout_puts_back_the_pointer_it_started_from(rol
     value = boto3.client("ssm").get_parameter(Name=PARAMETER)["Parameter"]["Value"]
     assert json.loads(value) == json.loads(before.to_json())  # the lease row's restore pointer, adapters included
     assert boto3.client("dynamodb").scan(TableName=rollout.registry_table)["Items"] == []
+
+
+def test_a_release_row_is_never_rewritten_with_another_base_checksum(rollout: wf.RolloutWorkflow) -> None:
+    """A base rebuilt under an old version and key: the release stays promoted, its registry row is not touched."""
+    serving()
+    request = adapter_only_request()
+    key = parse_request(request).model.release().release_key()
+    registered = {"model_name": {"S": "manga-llama"}, "version": {"S": key}, "sha256": {"S": "9" * 64}}
+    boto3.client("dynamodb").put_item(TableName=rollout.registry_table, Item=registered)
+
+    with wf.traffic(canary=HEALTHY, primary=HEALTHY):
+        execution = wf.start(rollout.rollout_arn, request, name=request["rollout_id"])
+        result = wf.wait(execution, timeout_s=90)
+
+    assert result["status"] == "SUCCEEDED", result
+    assert wf.state_history(execution)[-1] == "PromotedButIncomplete"
+    assert boto3.client("dynamodb").scan(TableName=rollout.registry_table)["Items"] == [registered]
+    promoted = read_pointer().adapters
+    assert promoted is not None and promoted["manga_domain"].version == "v4"  # the release itself stays
+    [warning] = [n for n in wf.notifications(rollout, wait_s=2) if "promoted with warnings" in n["Subject"]]
+    assert "ConditionalCheckFailed" in warning["Message"], warning

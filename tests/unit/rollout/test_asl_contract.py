@@ -16,6 +16,8 @@ from fleetops.tables import (
     LEASE_PK,
     LEASE_RESTORE_POINTER,
     LEASE_RETURN_CONFIG,
+    REGISTRY_PK,
+    REGISTRY_SHA256,
 )
 from tests.conftest import REPO
 
@@ -139,3 +141,12 @@ def test_approval_waits_for_the_task_token_with_a_heartbeat_and_a_timeout() -> N
     assert approval["Resource"].endswith("lambda:invoke.waitForTaskToken")
     assert approval["Parameters"]["Payload"]["task_token.$"] == "$$.Task.Token"
     assert "TimeoutSecondsPath" in approval and "HeartbeatSecondsPath" in approval
+
+
+def test_the_registry_write_never_overwrites_a_release_with_another_base_checksum() -> None:
+    registry = "${ModelRegistryTableName}"
+    [write] = [s for _, s in tasks("canary_rollout.asl.json") if s["Parameters"].get("TableName") == registry]
+    parameters = write["Parameters"]
+    assert set(parameters["ExpressionAttributeNames"].values()) == {REGISTRY_PK, REGISTRY_SHA256}
+    assert parameters["ConditionExpression"] == "attribute_not_exists(#pk) OR attribute_not_exists(#sha) OR #sha = :sha"
+    assert parameters["ExpressionAttributeValues"][":sha"] == {"S.$": f"$.plan.registry_item.{REGISTRY_SHA256}.S"}

@@ -34,7 +34,7 @@ from fleetops.rollout.versions import (
     release_change,
     sha256_problem,
 )
-from fleetops.tables import REGISTRY_PK, REGISTRY_SK
+from fleetops.tables import REGISTRY_PK, REGISTRY_SHA256, REGISTRY_SK
 from fleetops.validation import StrictModel, problems
 
 DEFAULT_STEPS = (5, 25, 50, 75, 100)
@@ -552,7 +552,7 @@ def build_plan(
             # One row per release (base + adapter set): an adapter-only change adds a row, never rewrites one.
             REGISTRY_SK: {"S": release.release_key()},
             "base_version": {"S": release.version},
-            "sha256": {"S": request.model.sha256},
+            REGISTRY_SHA256: {"S": request.model.sha256},
             "adapters": registry_adapters(release.adapters),
             "kind": {"S": "sagemaker"},
             "sagemaker_model": {"S": final_model_name},
