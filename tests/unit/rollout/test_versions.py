@@ -9,6 +9,7 @@ import pytest
 
 from fleetops.endpoint import EndpointSnapshot, VariantSnapshot
 from fleetops.rollout.plan import Pointer, RolloutInputError, RolloutPlan, build_plan, parse_request
+from fleetops.rollout.rollback import RollbackRequest, resolve_target
 from fleetops.rollout.versions import AdapterVersion, Release, release_change
 from fleetops.tables import REGISTRY_SK
 from tests.conftest import load_event
@@ -164,3 +165,12 @@ def test_release_change_lists_added_and_removed_adapters() -> None:
     change = release_change(old, new)
     assert change.kind == "adapters-only" and change.adapters_changed == ("a", "b")
     assert "a v1 -> none" in change.summary and "b none -> v1" in change.summary
+
+
+def test_an_operator_rollback_after_an_adapter_only_promotion_targets_the_previous_release() -> None:
+    new = {"version": "v4", "path": "adapters/manga_domain/v4", "sha256": "d" * 64}
+    promoted = plan(serving(), adapters=adapters(manga_domain=new)).new_pointer
+    request = RollbackRequest(endpoint_name="manga-chat", rollback_id="undo-manga-domain-v4")
+    target, pointer_json = resolve_target(request, promoted, promoted.endpoint_config_name)
+    assert target == "v7-config" and pointer_json is not None
+    assert Pointer.model_validate_json(pointer_json).release() == serving().release()

@@ -67,7 +67,7 @@ class ModelSpec(StrictModel):
 
     name: str = Field(min_length=1, max_length=64, description="model family in the registry, e.g. manga-llama")
     version: str = Field(min_length=1, max_length=64, pattern=VERSION_PATTERN)
-    sha256: str = Field(description="sha256 of the base model's weights artifact (model_data_url, or the image's)")
+    sha256: str = Field(description="the artifact gate's digest of the base model (its files' sha256sum listing)")
     image_uri: str = Field(min_length=1, max_length=255)
     model_data_url: str | None = Field(default=None, pattern=r"^s3://[^/]+/.+")
     environment: dict[str, str] = Field(default_factory=dict, description="more variables; not the contract's own")

@@ -42,7 +42,7 @@ class AdapterVersion(StrictModel):
 
     version: str = Field(min_length=1, max_length=64, pattern=VERSION_PATTERN)
     path: str = Field(min_length=1, description="folder inside the model artifact (LORA_MODULES), one per version")
-    sha256: str = Field(description="sha256 of the adapter's files, as the release pipeline computed it")
+    sha256: str = Field(description="the artifact gate's digest of the adapter's folder (its sha256sum listing)")
 
     @field_validator("sha256")
     @classmethod
