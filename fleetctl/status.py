@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from fleetctl import audit_trail, awsclients, endpoints
 from fleetctl.rollout_progress import RolloutProgress, running
@@ -62,6 +62,9 @@ class PointerStatus(BaseModel):
     previous_endpoint_config_name: str | None
     previous_version: str | None
     rollout_id: str
+    sha256: str | None = None
+    adapters: dict[str, str] | None = Field(default=None, description="adapter name -> version; None: none named")
+    previous_adapters: dict[str, str] | None = None
 
 
 class EndpointStatus(BaseModel):
@@ -194,7 +197,12 @@ def _pointer(stack: Stack, endpoint_name: str) -> PointerStatus | None:
     pointer = store.get(pointer_parameter(stack.output(MODEL_POINTER_PREFIX), endpoint_name))
     if pointer is None:
         return None
-    return PointerStatus.model_validate(pointer.model_dump(), from_attributes=False)
+    # Versions only: the folders and checksums are in the pointer itself and the registry.
+    versions = {"adapters": pointer.adapters, "previous_adapters": pointer.previous_adapters}
+    return PointerStatus.model_validate(
+        pointer.model_dump()
+        | {key: None if found is None else {n: a.version for n, a in found.items()} for key, found in versions.items()}
+    )
 
 
 def kill_switch_engaged(stack: Stack) -> bool:

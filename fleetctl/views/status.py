@@ -55,6 +55,10 @@ def render(report: EndpointStatus) -> RenderableType:
         if pointer.previous_endpoint_config_name:
             model.append(f"; rollback returns to {pointer.previous_endpoint_config_name}")
             model.append(f" ({pointer.previous_version})" if pointer.previous_version else "")
+        if pointer.adapters:
+            model.append("\nadapters: " + ", ".join(f"{n} {v}" for n, v in sorted(pointer.adapters.items())))
+            back = _adapters_back(pointer.adapters, pointer.previous_adapters or {})
+            model.append(f"; rollback returns to {back}" if back and pointer.previous_endpoint_config_name else "")
 
     variants = table("variant", "traffic", "instances", "min..max", "instance type", "model")
     for v in report.variants:
@@ -96,3 +100,9 @@ def render(report: EndpointStatus) -> RenderableType:
         section("alarms in ALARM", alarms),
         section("rollout", rollouts),
     )
+
+
+def _adapters_back(adapters: dict[str, str], previous: dict[str, str]) -> str:
+    """The adapters a rollback would change, at the version it returns them to ("none": it drops one)."""
+    names = sorted(n for n in set(adapters) | set(previous) if adapters.get(n) != previous.get(n))
+    return ", ".join(f"{n} {previous.get(n, 'none')}" for n in names)

@@ -17,6 +17,7 @@ from fleetops.config import load_fleet_config
 from fleetops.prescale.calendar_table import CalendarTable
 from fleetops.prescale.reconciler import PrescaleDeps, reconcile
 from fleetops.rollout.plan import Pointer
+from fleetops.rollout.versions import AdapterVersion
 from tests.conftest import REPO
 from tests.integration.fleetctl.conftest import check_schema, check_snapshot
 
@@ -86,6 +87,38 @@ def test_status_json_follows_its_schema(stack, cli) -> None:
     assert (one_piece[0]["at"], one_piece[0]["min_capacity"]) == ("2026-12-04T10:00:00Z", 12)
     assert document["model_pointer"]["previous_endpoint_config_name"] == "manga-chat-prod-v5-config"
     assert document["kill_switch_engaged"] is False and document["lease"] is None
+
+
+def test_status_names_the_adapter_versions_and_those_a_rollback_returns_to(stack, cli) -> None:
+    def adapter(version: str, digit: str) -> AdapterVersion:
+        return AdapterVersion(version=version, path=f"adapters/manga_domain/{version}", sha256=digit * 64)
+
+    jp_style = AdapterVersion(version="v2", path="adapters/jp_style/v2", sha256="2" * 64)
+    endpoint = operator_stack.ENDPOINT
+    pointer = Pointer(
+        model="manga-llama",
+        version="v7",
+        sha256="7" * 64,
+        adapters={"manga_domain": adapter("v4", "4"), "jp_style": jp_style},
+        sagemaker_model=f"{endpoint}-v7-model",
+        endpoint_config_name=f"{endpoint}-manga-domain-v4-final",
+        rollout_id="manga-domain-v4",
+        previous_endpoint_config_name=f"{endpoint}-v7-config",
+        previous_version="v7",
+        previous_sha256="7" * 64,
+        previous_adapters={"manga_domain": adapter("v3", "3"), "jp_style": jp_style},
+    )
+    boto3.client("ssm").put_parameter(Name=f"{wf.POINTER_PREFIX}/{endpoint}", Value=pointer.to_json(), Type="String")
+
+    shown = cli("status", endpoint)
+    document = cli("status", endpoint, "--json").json()
+
+    assert shown.code == 0, shown.err
+    assert "adapters: jp_style v2, manga_domain v4; rollback returns to manga_domain v3" in shown.out
+    check_schema(document, "status")
+    assert document["model_pointer"]["adapters"] == {"manga_domain": "v4", "jp_style": "v2"}
+    assert document["model_pointer"]["previous_adapters"] == {"manga_domain": "v3", "jp_style": "v2"}
+    assert document["model_pointer"]["sha256"] == "7" * 64
 
 
 def test_status_names_alarms_in_alarm_and_the_lease_holder(stack, cli) -> None:
