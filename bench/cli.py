@@ -61,7 +61,8 @@ def _populate(stack: operator_stack.OperatorStack) -> None:
         lease=EndpointLease(env["LEASE_TABLE"]),
     )
     fleet = load_fleet_config(REPO / "layers/core/fleet_config/fleet.yaml")
-    reconcile(fleet, deps, now=datetime(2026, 11, 30, 23, 45, tzinfo=UTC), trigger="schedule", dry_run=False)
+    now = datetime(2026, 11, 30, 23, 45, tzinfo=UTC)
+    reconcile(fleet, deps, now=now, trigger="schedule", dry_run=False, environment="prod")  # the prod stack's view
     pointer = Pointer(
         model="manga-llama",
         version="v6",
