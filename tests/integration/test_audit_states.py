@@ -25,6 +25,7 @@ INPUT = {
         "requested_by": "arn:aws:iam::123456789012:user/aiko",
         "new_pointer": {"model": "manga-llm", "version": "v7"},
         "previous_endpoint_config_name": "manga-chat-prod-v6-config",
+        "change": {"summary": "base manga-llm v6 -> v7"},
     },
     "next": {"step": {"endpoint_name": "manga-chat-prod", "requested_by": "alarm", "reason": "oom"}},
     "error": {"Error": "States.Timeout", "Cause": "in service too late"},
