@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tarfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import boto3
@@ -36,10 +37,12 @@ from devtools import rollout_workflow as wf
 from devtools.alarms import RemediationFlow, remediation_flow
 from devtools.aws_resources import create_core_resources, create_inbox, create_table
 from devtools.lambda_dispatch import cold_start_environment
-from devtools.local_sagemaker import LocalSageMaker, hosting, make_adapter, upload_model
+from devtools.local_sagemaker import LocalSageMaker, hosting, make_adapter, package_model, split_s3_url
 from devtools.remediation_stack import RemediationStack
-from devtools.tiny_model import TinyModel, write_truncated_vocab_model
-from fleetops.aws.autoscaling import DIMENSION, NAMESPACE, resource_id
+from devtools.tiny_model import TinyModel, write_broken_tokenizer_model, write_truncated_vocab_model
+from fleetops.aws.autoscaling import DIMENSION, resource_id
+from fleetops.aws.autoscaling import NAMESPACE as SCALING_NAMESPACE
+from fleetops.metrics import NAMESPACE, Dimension, MetricName
 from fleetops.model_contract import EngineKnobs, ModelContract
 from fleetops.rollout.checks import load_canary_checks
 from fleetops.tables import IDEMPOTENCY_PK, REMEDIATION_STATE_PK
@@ -68,13 +71,19 @@ MAX_NUM_SEQS = 4
 #: Emulated alarm time runs this much faster than the clock (a 60 s period is a 3 s window).
 TIME_SCALE = 20.0
 
-FLEET_YAML = f"""
+
+def fleet_yaml(pre_traffic_gates: bool) -> str:
+    """The local stack's ``fleet.yaml``: test-sized rollout floors for its dev endpoint.
+
+    As devtools/workflow_fleet.yaml: the rollout workflow and the responder share this stack's fleet.yaml, and a
+    dev policy left out would get the strict prod-like defaults. ``pre_traffic_gates``: the shipped fleet runs
+    them; a scenario about what happens once a model reaches users switches them off to get it there.
+    """
+    return f"""
 version: local-system
-# Test-sized rollout floors for the dev endpoint (as devtools/workflow_fleet.yaml): the rollout workflow and the
-# responder share this stack's fleet.yaml, and a dev policy left out would get the strict prod-like defaults.
 rollout_policy:
   dev: {{approval_steps: [], min_bake_seconds: 1, max_bake_seconds: 600, max_approval_timeout_seconds: 3600,
-        max_approval_heartbeat_seconds: 3600, max_extensions: 3}}
+        max_approval_heartbeat_seconds: 3600, max_extensions: 3, pre_traffic_gates: {str(pre_traffic_gates).lower()}}}
 endpoints:
   - name: {ENDPOINT}
     environment: dev
@@ -113,20 +122,54 @@ class Answer:
         return self.status == 200 and bool(self.body.get("choices"))
 
 
-def upload_artifact(
-    workdir: Path, tiny: TinyModel, name: str, adapters: dict[str, Path] | None = None, broken: bool = False
-) -> str:
-    """Upload model ``name`` (``model.tar.gz``: the tiny model and ``adapters``) to the emulated S3; its URL.
+#: How a candidate's export can be broken: ``vocab``, its embedding lost the tokens Japanese text needs (it
+#: serves, until a Japanese prompt kills the engine core); ``tokenizer``, its tokenizer.json is cut off halfway.
+BREAKAGES = {"vocab": write_truncated_vocab_model, "tokenizer": write_broken_tokenizer_model}
 
-    ``broken``: an export whose embedding lost the tokens Japanese text needs (see devtools.tiny_model).
+
+def upload_artifact(
+    workdir: Path, tiny: TinyModel, name: str, adapters: dict[str, Path] | None = None, broken: str | None = None
+) -> tuple[str, dict[str, str]]:
+    """Upload model ``name`` (``model.tar.gz``: the tiny model and ``adapters``) to the emulated S3.
+
+    Returns its URL and the checksums of its parts (:func:`packed_checksums`), as the ML engineer who built it
+    computes them for the rollout request. ``broken``: one of :data:`BREAKAGES`.
     """
     url = f"s3://{BUCKET}/models/manga-llama/{name}/model.tar.gz"
     source = tiny
     if broken:
         root = workdir / f"broken-{name}"
-        write_truncated_vocab_model(tiny.model_dir, root / "model")
+        BREAKAGES[broken](tiny.model_dir, root / "model")
         source = replace(tiny, root=root)
-    return upload_model(source, url, workdir, adapters=adapters or dict(tiny.adapters))
+    archive = package_model(source, workdir / "uploads" / f"{name}.tar.gz", adapters or dict(tiny.adapters))
+    checksums = packed_checksums(archive)
+    bucket, key = split_s3_url(url)
+    boto3.client("s3").upload_file(str(archive), bucket, key)
+    archive.unlink()
+    return url, checksums
+
+
+def packed_checksums(archive: Path) -> dict[str, str]:
+    """Each part's checksum, from the packed files: ``""`` the base model, ``adapters/<name>`` each adapter.
+
+    A part's checksum is ``sha256sum <its files, sorted> | sha256sum`` run in the part's folder, the digest
+    the rollout request carries (and the artifact gate recomputes on what it downloads).
+    """
+    parts: dict[str, dict[str, str]] = {}
+    with tarfile.open(archive) as tar:
+        for member in tar:
+            if not member.isfile():
+                continue
+            path = PurePosixPath(member.name)
+            part = "/".join(path.parts[:2]) if path.parts[0] == "adapters" and len(path.parts) > 2 else ""
+            relative = str(path.relative_to(part)) if part else str(path)
+            extracted = tar.extractfile(member)
+            assert extracted is not None
+            parts.setdefault(part, {})[relative] = hashlib.sha256(extracted.read()).hexdigest()
+    return {
+        part: hashlib.sha256("".join(f"{files[p]}  {p}\n" for p in sorted(files)).encode()).hexdigest()
+        for part, files in parts.items()
+    }
 
 
 @dataclass
@@ -139,6 +182,8 @@ class LocalSystem:
     flow: RemediationFlow
     host: LocalSageMaker
     artifacts: dict[str, str] = field(default_factory=dict)
+    #: model_data_url -> its parts' checksums (:func:`packed_checksums`)
+    checksums: dict[str, dict[str, str]] = field(default_factory=dict)
     #: One client for all users' threads (a client per call would make the client side the bottleneck):
     #: no retries, and SageMaker's 60 s invocation limit plus a margin.
     runtime: Any = field(
@@ -165,10 +210,19 @@ class LocalSystem:
             return Answer(0, "", {}, sent, error=repr(exc))
         return Answer(200, answer.get("InvokedProductionVariant", ""), json.loads(answer["Body"].read()), sent)
 
-    def artifact(self, name: str, adapters: dict[str, Path] | None = None, broken: bool = False) -> str:
+    def artifact(self, name: str, adapters: dict[str, Path] | None = None, broken: str | None = None) -> str:
         """Upload a model artifact (``model.tar.gz``) to the emulated S3 and return its URL."""
-        self.artifacts[name] = upload_artifact(self.workdir, self.tiny, name, adapters, broken)
-        return self.artifacts[name]
+        url, self.checksums[url] = upload_artifact(self.workdir, self.tiny, name, adapters, broken)
+        self.artifacts[name] = url
+        return url
+
+    def adapter_entries(self, model_data_url: str, names: Iterable[str], version: str = "v1") -> dict[str, Any]:
+        """A rollout request's adapter entries for adapters of the artifact at ``adapters/<name>``, checksummed."""
+        checksums = self.checksums[model_data_url]
+        return {
+            name: {"version": version, "path": f"adapters/{name}", "sha256": checksums[f"adapters/{name}"]}
+            for name in names
+        }
 
     def extra_adapter(self, name: str, seed: int) -> dict[str, Path]:
         """The tiny model's three adapters plus a new one named ``name`` (other weights: other answers)."""
@@ -183,7 +237,7 @@ class LocalSystem:
             "model": {
                 "name": "manga-llama",
                 "version": version,
-                "sha256": stand_in_sha256(model_data_url),
+                "sha256": self.checksums[model_data_url][""],
                 "image_uri": f"{IMAGE}:{version}",
                 "model_data_url": model_data_url,
                 "execution_role_arn": wf.ROLE,
@@ -201,7 +255,9 @@ class LocalSystem:
 
     def min_capacity(self, variant: str = PRIMARY) -> int:
         targets = boto3.client("application-autoscaling").describe_scalable_targets(
-            ServiceNamespace=NAMESPACE, ResourceIds=[resource_id(ENDPOINT, variant)], ScalableDimension=DIMENSION
+            ServiceNamespace=SCALING_NAMESPACE,
+            ResourceIds=[resource_id(ENDPOINT, variant)],
+            ScalableDimension=DIMENSION,
         )["ScalableTargets"]
         return int(targets[0]["MinCapacity"])
 
@@ -235,17 +291,21 @@ def traffic(
         thread.join(timeout=70)
 
 
-def stand_in_sha256(artifact: str) -> str:
-    """A fixed checksum for an artifact name: the rollout records checksums, it does not recompute them."""
-    return hashlib.sha256(artifact.encode()).hexdigest()
-
-
-def versioned_adapters(names: Iterable[str], version: str = "v1") -> dict[str, dict[str, str]]:
-    """A rollout request's adapter entries; the local artifact keeps each adapter at ``adapters/<name>``."""
-    return {
-        name: {"version": version, "path": f"adapters/{name}", "sha256": stand_in_sha256(f"{name}/{version}")}
-        for name in names
-    }
+def emitted(variant: str, metric: MetricName) -> float:
+    """Sum of what the gateways of ``variant`` emitted for ``metric`` (read back from CloudWatch)."""
+    stats = boto3.client("cloudwatch").get_metric_statistics(
+        Namespace=NAMESPACE,
+        MetricName=metric.value,
+        Dimensions=[
+            {"Name": Dimension.ENDPOINT.value, "Value": ENDPOINT},
+            {"Name": Dimension.VARIANT.value, "Value": variant},
+        ],
+        StartTime="2026-01-01T00:00:00Z",
+        EndTime="2100-01-01T00:00:00Z",
+        Period=86400 * 30,
+        Statistics=["Sum", "SampleCount"],
+    )["Datapoints"]
+    return sum(d["Sum"] for d in stats)
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout_s: float, every_s: float = 0.5) -> Any:
@@ -282,7 +342,7 @@ def _initial_endpoint(url: str, max_num_seqs: int) -> None:
     sagemaker.create_endpoint_config(EndpointConfigName=f"{ENDPOINT}-v1-config", ProductionVariants=variants)
     sagemaker.create_endpoint(EndpointName=ENDPOINT, EndpointConfigName=f"{ENDPOINT}-v1-config")
     boto3.client("application-autoscaling").register_scalable_target(
-        ServiceNamespace=NAMESPACE,
+        ServiceNamespace=SCALING_NAMESPACE,
         ResourceId=resource_id(ENDPOINT, PRIMARY),
         ScalableDimension=DIMENSION,
         MinCapacity=1,
@@ -292,9 +352,17 @@ def _initial_endpoint(url: str, max_num_seqs: int) -> None:
 
 @contextmanager
 def local_system(
-    workdir: Path, tiny: TinyModel, *, max_num_seqs: int = MAX_NUM_SEQS, time_scale: float = TIME_SCALE
+    workdir: Path,
+    tiny: TinyModel,
+    *,
+    max_num_seqs: int = MAX_NUM_SEQS,
+    time_scale: float = TIME_SCALE,
+    pre_traffic_gates: bool = False,
 ) -> Iterator[LocalSystem]:
     """Deploy the whole system on the (freshly reset) emulator and run it for the block.
+
+    ``pre_traffic_gates``: the dev environment's rollout floor of that name (off: a rollout's canary meets
+    users without the artifact and candidate gates, which the alarm scenarios need).
 
     Takes a few minutes on the first entry: the primary's container starts a real CPU vLLM engine.
     """
@@ -304,7 +372,7 @@ def local_system(
     core = create_core_resources(STACK)
     workflow = wf.deploy(core)
     fleet_path = workdir / "fleet.yaml"
-    fleet_path.write_text(FLEET_YAML)
+    fleet_path.write_text(fleet_yaml(pre_traffic_gates))
     stack = RemediationStack(
         core=core,
         prefix=f"{STACK}-remediation-",
@@ -328,12 +396,12 @@ def local_system(
         # The workflows' functions read their settings at import: a cold start with this stack's environment.
         stack_of.enter_context(cold_start_environment(environment, wf.FUNCTIONS.values()))
         host = stack_of.enter_context(hosting(workdir / "sagemaker", metrics_interval_s=1.0, health_timeout_s=400.0))
-        v1 = upload_artifact(workdir, tiny, "v1")
+        v1, v1_checksums = upload_artifact(workdir, tiny, "v1")
         _initial_endpoint(v1, max_num_seqs)
         wait_for("the primary InService", _in_service, timeout_s=420, every_s=2)
         flow = stack_of.enter_context(remediation_flow(stack, STACK, parameters=parameters, time_scale=time_scale))
         stack_of.enter_context(wf.handlers())
-        yield LocalSystem(workdir, tiny, workflow, flow, host, artifacts={"v1": v1})
+        yield LocalSystem(workdir, tiny, workflow, flow, host, artifacts={"v1": v1}, checksums={v1: v1_checksums})
 
 
 def _local_checks(workdir: Path) -> Path:

@@ -81,6 +81,8 @@ ROLLBACK_ASL = REPO / "statemachines" / "rollback.asl.json"
 FLEET = Path(__file__).resolve().parent / "workflow_fleet.yaml"
 FUNCTIONS = {
     "rollout-validate": "rollout_validate",
+    "artifact-gate": "artifact_gate",
+    "candidate-gate": "candidate_gate",
     "canary-analysis": "canary_analysis",
     "approval-notify": "approval_notify",
     "rollback-plan": "rollback_plan",
@@ -161,6 +163,8 @@ def deploy(core: CoreResources | None = None) -> RolloutWorkflow:
         common
         | {
             "RolloutValidateFunctionArn": arns["rollout-validate"],
+            "ArtifactGateFunctionArn": arns["artifact-gate"],
+            "CandidateGateFunctionArn": arns["candidate-gate"],
             "CanaryAnalysisFunctionArn": arns["canary-analysis"],
             "ApprovalNotifyFunctionArn": arns["approval-notify"],
             "RollbackStateMachineArn": rollback,

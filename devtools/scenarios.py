@@ -12,7 +12,7 @@ import boto3
 
 from devtools import rollout_workflow as wf
 from devtools.emulator_extensions.events_lambda import Delivery
-from devtools.local_system import CANARY, ENDPOINT, PRIMARY, Answer, LocalSystem, traffic, versioned_adapters, wait_for
+from devtools.local_system import CANARY, ENDPOINT, PRIMARY, Answer, LocalSystem, traffic, wait_for
 from devtools.state_machines import state_history
 from fleetops.aws.lease import EndpointLease
 
@@ -48,7 +48,7 @@ def healthy_rollout(system: LocalSystem, adapter: str = "seasonal_promo") -> Rol
     """v2 with one more adapter: canary at 50 %, analysed on real traffic, promoted to the primary variant."""
     url = system.artifact("v2", adapters=system.extra_adapter(adapter, seed=21))
     request = system.rollout_request("v2", "v2", url)
-    request["model"]["adapters"] = versioned_adapters([*system.tiny.adapters, adapter])
+    request["model"]["adapters"] = system.adapter_entries(url, [*system.tiny.adapters, adapter])
     outcome = RolloutOutcome(execution={})
     with traffic(system, english) as answers:
         execution = wf.start(system.workflow.rollout_arn, request, name="v2")
@@ -86,7 +86,7 @@ def broken_canary(system: LocalSystem, rollout_id: str = "v2-broken") -> BrokenC
     dies on their prompts, the gateway answers with its fallback and restarts the engine, the canary's alarms
     breach, the responder starts the rollback, which takes the rollout's lease and aborts it.
     """
-    url = system.artifact(rollout_id, broken=True)
+    url = system.artifact(rollout_id, broken="vocab")
     request = system.rollout_request(rollout_id, rollout_id, url, approval_steps=[50])
     with traffic(system, english):
         execution = wf.start(system.workflow.rollout_arn, request, name=rollout_id)

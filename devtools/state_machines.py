@@ -7,6 +7,8 @@ reading what they did is the same for every workflow and lives here once.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import io
 import json
 import re
@@ -101,6 +103,32 @@ def state_history(execution_arn: str) -> list[str]:
     """Names of the states entered, in order."""
     events = boto3.client("stepfunctions").get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
     return [e["stateEnteredEventDetails"]["name"] for e in events if "stateEnteredEventDetails" in e]
+
+
+@dataclass(frozen=True)
+class StateVisit:
+    """One pass through a state: how long it took and what it left in the execution's data (``None``: it failed)."""
+
+    seconds: float
+    output: dict[str, Any] | None
+
+
+def state_visits(execution_arn: str, name: str) -> list[StateVisit]:
+    """Every pass through state ``name``, in order, from the execution's history."""
+    events = boto3.client("stepfunctions").get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
+    visits: list[StateVisit] = []
+    entered = None
+    for event in events:
+        if event.get("stateEnteredEventDetails", {}).get("name") == name:
+            entered = event["timestamp"]
+        elif entered is not None and event.get("stateExitedEventDetails", {}).get("name") == name:
+            output = event["stateExitedEventDetails"].get("output")
+            visits.append(StateVisit((event["timestamp"] - entered).total_seconds(), json.loads(output) if output else None))
+            entered = None
+        elif entered is not None and event["type"].endswith("Failed") and event["type"] != "ExecutionFailed":
+            visits.append(StateVisit((event["timestamp"] - entered).total_seconds(), None))
+            entered = None
+    return visits
 
 
 def read_notifications(inbox_url: str, wait_s: float = 0) -> list[dict[str, str]]:

@@ -200,6 +200,18 @@ def write_truncated_vocab_model(model_dir: Path, out: Path, vocab_size: int = 51
     return out
 
 
+def write_broken_tokenizer_model(model_dir: Path, out: Path) -> Path:
+    """Copy the model with ``tokenizer.json`` cut off halfway, as an interrupted upload or copy leaves it.
+
+    The engine cannot load it; the artifact gate refuses it before anything is deployed.
+    """
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(model_dir, out)
+    tokenizer = out / "tokenizer.json"
+    tokenizer.write_bytes(tokenizer.read_bytes()[: tokenizer.stat().st_size // 2])
+    return out
+
+
 def ensure_tiny_model(root: str | Path) -> TinyModel:
     """Generate the tiny model, tokenizer and adapters under ``root`` unless already there.
 

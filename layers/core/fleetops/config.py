@@ -81,6 +81,11 @@ class RolloutFloors(StrictModel):
     network_isolation: bool = Field(
         default=True, description="CreateModel's EnableNetworkIsolation: the container reaches no network"
     )
+    pre_traffic_gates: bool = Field(
+        default=True,
+        description="check the artifact before anything is created, then load-test and evaluate the canary at "
+        "weight 0 before any user is routed to it (fleetops.promotion); a failure rolls back before users",
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> RolloutFloors:

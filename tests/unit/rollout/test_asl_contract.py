@@ -94,7 +94,7 @@ def ends_of_catch(every: dict[str, Any], target: str) -> set[str]:
     return ends
 
 
-BEFORE_THE_LEASE = {"Validate", "AuditPlanned", "AcquireLease"}
+BEFORE_THE_LEASE = {"Validate", "CheckArtifact", "AuditPlanned", "AcquireLease"}
 AFTER_THE_PROMOTION = {"UpdatePointer", "RegisterVersion", "AuditPromoted", "NotifyPromoted", "PromotedWithWarnings"}
 CLEAN_UP = {"Rollback", "ReleaseLease"}
 
@@ -134,6 +134,25 @@ def test_no_failure_after_the_promotion_rolls_the_release_back() -> None:
     for state_name in AFTER_THE_PROMOTION:
         for catch in every[state_name]["Catch"]:
             assert "Rollback" not in ends_of_catch(every, catch["Next"]), state_name
+
+
+def test_the_pre_traffic_gates_stand_before_the_lease_and_before_the_first_weight_change() -> None:
+    every = states("canary_rollout.asl.json")
+    gates_on = {"Variable": "$.plan.pre_traffic_gates", "BooleanEquals": True}
+    # The artifact gate: after Validate, before a dry run's audit or the lease; a refusal changes nothing.
+    assert every["Validate"]["Next"] == "ArtifactGate?"
+    assert every["ArtifactGate?"]["Choices"] == [gates_on | {"Next": "CheckArtifact"}]
+    assert every["CheckArtifact"]["Next"] == "DryRun?"
+    assert [c["Next"] for c in every["CheckArtifact"]["Catch"]] == ["Refused"]
+    # The candidate gate: the canary is InService at weight 0; the first step starts only on its pass.
+    into_first_step = {name for name, state in every.items() if "FirstStep" in next_states(state)}
+    assert into_first_step == {"Continue", "CandidateGate?", "CandidateVerdict"}
+    assert {c["StringEquals"]: c["Next"] for c in every["Continue"]["Choices"]}["steps"] == "CandidateGate?"
+    assert every["CandidateGate?"]["Choices"] == [gates_on | {"Next": "TestCandidate"}]
+    assert every["CandidateVerdict"]["Choices"] == [
+        {"Variable": "$.candidate_gate.passed", "BooleanEquals": True, "Next": "FirstStep"}
+    ]
+    assert ends_of_catch(every, every["CandidateVerdict"]["Default"]) == {"Rollback"}
 
 
 def test_approval_waits_for_the_task_token_with_a_heartbeat_and_a_timeout() -> None:

@@ -183,6 +183,16 @@ def test_the_bedrock_fallback_is_allowed_where_the_environment_turns_isolation_o
     assert not apply_guardrails(req, fleet(open_dev), CHECKS, STACK).floors.network_isolation
 
 
+def test_the_shipped_fleet_gates_every_environment_and_a_gated_rollout_must_name_its_artifact() -> None:
+    assert SHIPPED.rollout_floors("prod").pre_traffic_gates and SHIPPED.rollout_floors("dev").pre_traffic_gates
+    assert RolloutFloors().pre_traffic_gates  # an environment without a policy is gated too
+
+    problems = refused(request(model=model(model_data_url=None)))
+
+    assert "model.model_data_url: required here (fleet.yaml rollout_policy pre_traffic_gates)" in problems
+    assert "weights baked into an image cannot be checked" in problems
+
+
 @pytest.mark.parametrize(
     "name", ["VLLM_SERVER_DEV_MODE", "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "VLLM_PLUGINS", "GATEWAY_CONFIG"]
 )
@@ -239,6 +249,7 @@ def test_validate_plans_network_isolated_models_with_the_stack_role() -> None:
     plan = prepare_rollout(raw, datetime(2026, 11, 21, 9, tzinfo=UTC), deps)
     for created in (plan.create_model, plan.create_final_model):
         assert created["EnableNetworkIsolation"] is True and created["ExecutionRoleArn"] == ROLE
+    assert plan.pre_traffic_gates is True  # the shipped prod floors run the artifact and candidate gates
     # The lease covers the longest run the floors allow, and no more than a few days.
     assert 2 * 86400 < plan.lease_expires_at - plan.now_epoch < 7 * 86400
     with pytest.raises(RolloutInputError, match="above the limit of 21600 s"):

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient, DynamoDBServiceResource
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sagemaker import SageMakerClient
+    from mypy_boto3_sagemaker_runtime import SageMakerRuntimeClient
     from mypy_boto3_sns import SNSClient
     from mypy_boto3_ssm import SSMClient
     from mypy_boto3_stepfunctions import SFNClient
@@ -48,6 +49,8 @@ def client(service_name: Literal["dynamodb"]) -> DynamoDBClient: ...
 def client(service_name: Literal["s3"]) -> S3Client: ...
 @overload
 def client(service_name: Literal["sagemaker"]) -> SageMakerClient: ...
+@overload
+def client(service_name: Literal["sagemaker-runtime"]) -> SageMakerRuntimeClient: ...
 @overload
 def client(service_name: Literal["sns"]) -> SNSClient: ...
 @overload

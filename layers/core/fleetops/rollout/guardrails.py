@@ -176,6 +176,12 @@ def _payload_problems(model: ModelSpec, stack: StackLimits, floors: RolloutFloor
             f"model.model_data_url: {model.model_data_url!r} is outside the stack's model artifact bucket "
             f"s3://{stack.artifact_bucket}/"
         )
+    if floors.pre_traffic_gates and model.model_data_url is None:
+        problems.append(
+            "model.model_data_url: required here (fleet.yaml rollout_policy pre_traffic_gates): the artifact gate "
+            "checks the weights, adapters and checksums before anything is deployed, and weights baked into an "
+            "image cannot be checked"
+        )
     if floors.network_isolation:
         problems += [
             f"model.environment {name}: the model runs network-isolated here (fleet.yaml rollout_policy "

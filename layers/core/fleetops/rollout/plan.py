@@ -345,6 +345,9 @@ class RolloutPlan(StrictModel):
     previous_pointer_json: str
     registry_item: dict[str, Any]
     change: ReleaseChange = Field(description="how the release differs from the pointer's: base, adapters only, ...")
+    pre_traffic_gates: bool = Field(
+        default=True, description="the artifact gate before the lease, the candidate gate before the first step"
+    )
     dry_run: bool = False
     kind: Literal["rollout-plan"] = "rollout-plan"
 
@@ -405,10 +408,12 @@ def build_plan(
     current_pointer: Pointer | None,
     dry_run: bool = False,
     network_isolation: bool = True,
+    pre_traffic_gates: bool = True,
 ) -> RolloutPlan:
     """Compute the rollout plan from the request and the endpoint as it is now.
 
-    ``network_isolation`` is CreateModel's ``EnableNetworkIsolation`` (the environment's ``rollout_policy``).
+    ``network_isolation`` is CreateModel's ``EnableNetworkIsolation`` and ``pre_traffic_gates`` whether the
+    workflow runs the artifact and candidate gates (both from the environment's ``rollout_policy``).
 
     Raises
     ------
@@ -546,6 +551,7 @@ def build_plan(
         new_pointer_json=pointer.to_json(),
         previous_pointer_json=previous_pointer.to_json(),
         dry_run=dry_run or request.dry_run,
+        pre_traffic_gates=pre_traffic_gates,
         change=release_change(current_pointer.release() if current_pointer else None, release),
         registry_item={
             REGISTRY_PK: {"S": request.model.name},

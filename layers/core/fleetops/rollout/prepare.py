@@ -92,4 +92,5 @@ def prepare_rollout(request: dict[str, Any], now: datetime, deps: PrepareDeps) -
         deps.read_pointer(parameter),
         dry_run=deps.dry_run,
         network_isolation=guarded.floors.network_isolation,
+        pre_traffic_gates=guarded.floors.pre_traffic_gates,
     )

@@ -1,0 +1,51 @@
+"""Canary rollout, before the lease: the model artifact gate. Reads the artifact; changes nothing.
+
+Event (from the state machine): ``{"model_data_url", "sha256", "adapters"}`` of the plan. The artifact is
+fetched into scratch space and checked (:mod:`fleetops.promotion.artifact`): safetensors only, config,
+tokenizer and weights that load, adapters that fit the engine and the base, and the checksums the request
+names. A failed gate raises ``ArtifactRefusedError`` listing every problem; the rollout then ends, refused,
+before it takes the lease or creates anything.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools import Logger, Tracer
+from pydantic import BaseModel
+
+from fleetops.aws import clients
+from fleetops.promotion.artifact_gate import gate_artifact
+from fleetops.promotion.artifact_s3 import check_s3_artifact
+from fleetops.rollout.versions import AdapterVersion, Release
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+    from mypy_boto3_s3 import S3Client
+
+logger = Logger()
+tracer = Tracer()
+
+
+class Event(BaseModel):
+    model_data_url: str
+    model: str
+    version: str
+    sha256: str
+    adapters: dict[str, AdapterVersion] | None = None
+
+
+@cache
+def s3() -> S3Client:
+    return clients.client("s3")
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    parsed = Event.model_validate(event)
+    release = Release(model=parsed.model, version=parsed.version, sha256=parsed.sha256, adapters=parsed.adapters)
+    result = gate_artifact(check_s3_artifact(s3(), parsed.model_data_url), release, parsed.model_data_url)
+    logger.info("artifact passed", extra={"model_data_url": parsed.model_data_url, "files": result.files})
+    return result.model_dump(mode="json")

@@ -1,0 +1,85 @@
+"""Model promotion end to end: the pre-traffic gates on the local system, with users asking throughout.
+
+The stack's dev environment runs the pre-traffic gates (fleet.yaml ``rollout_policy``), as the shipped fleet
+does. Real here: the rollout's ASL and handlers, the artifact in the emulated S3, the canary's container and
+CPU vLLM engine, the candidate gate's ``InvokeEndpoint`` calls with ``TargetVariant``, the trained good and bad
+LoRA adapters (devtools/eval_adapters.py) and the shipped evaluation suite. Whether a user request reached the
+candidate is read from the candidate gateway's own request count, against what the gate says it sent.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+from devtools.emulator import MotoServer
+from devtools.local_system import CANARY, ENDPOINT, PRIMARY, LocalSystem, local_system
+from devtools.promotion_scenarios import candidate_artifact, promote, summary, users_on
+from devtools.tiny_model import TinyModel
+
+pytestmark = [pytest.mark.container, pytest.mark.timeout(1800)]
+
+
+@pytest.fixture(scope="module")
+def gated(emulator: MotoServer, tiny_model: TinyModel, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSystem]:
+    """One gated stack for the module: each rollout below leaves the endpoint on one primary variant."""
+    emulator.reset()
+    with local_system(tmp_path_factory.mktemp("gated"), tiny_model, pre_traffic_gates=True) as deployed:
+        yield deployed
+
+
+def config_name() -> str:
+    return str(boto3.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)["EndpointConfigName"])
+
+
+def test_a_candidate_with_a_broken_tokenizer_is_refused_at_the_artifact_gate(gated: LocalSystem) -> None:
+    before = config_name()
+    outcome = promote(gated, "v2-tokenizer", gated.artifact("v2-tokenizer", broken="tokenizer"))
+
+    # What the operator sees: refused, naming the file; nothing was created, the lease never taken.
+    assert outcome.execution["status"] == "FAILED" and outcome.execution["error"] == "ArtifactRefusedError"
+    assert "tokenizer.json" in outcome.execution["cause"], outcome.execution["cause"]
+    assert "AcquireLease" not in outcome.states and "CreateModel" not in outcome.states, outcome.states
+    assert config_name() == before
+    # No user request reached it (there was no candidate to reach); users kept getting the primary's answers.
+    assert outcome.candidate_requests == 0, summary(outcome)
+    assert outcome.users and all(a.variant == PRIMARY and a.controlled for a in outcome.users), summary(outcome)
+
+
+def test_a_candidate_whose_adapter_misses_the_suites_titles_is_rolled_back_before_any_user(gated: LocalSystem) -> None:
+    before = config_name()
+    outcome = promote(gated, "v2-bad", candidate_artifact(gated, "v2-bad", "bad"))
+
+    assert outcome.execution["status"] == "FAILED" and outcome.execution["error"] == "RolledBack", summary(outcome)
+    cause = outcome.execution["cause"]
+    # The cause names the gate, a failing prompt and what its answer lacked.
+    assert cause.startswith("CandidateGateFailed: evaluation failed"), cause
+    assert re.search(r"(en|ja)-0\d: missing ", cause), cause
+    # It passed the artifact gate and the load test (it serves); the evaluation failed it.
+    assert outcome.candidate_gate is not None and outcome.candidate_gate["load_test"]["passed"] is True
+    assert "SetWeights" not in outcome.states, outcome.states
+    # The candidate's gateway counted exactly the gate's requests: no user request reached it.
+    assert outcome.gate_requests > 0
+    assert outcome.user_requests_to_candidate == 0, summary(outcome)
+    assert not users_on(outcome, CANARY) and all(a.controlled for a in outcome.users), summary(outcome)
+    assert config_name() == before
+
+
+def test_a_good_candidate_passes_every_gate_and_is_promoted(gated: LocalSystem) -> None:
+    outcome = promote(gated, "v2-good", candidate_artifact(gated, "v2-good", "good"))
+
+    assert outcome.execution["status"] == "SUCCEEDED", summary(outcome)
+    gate = outcome.candidate_gate
+    assert gate is not None and gate["passed"] is True, gate
+    # The suite passes in both languages, and the candidate is no worse than the primary on the same prompts.
+    assert gate["evaluation"]["candidate_pass_rate"]["en"] >= 0.8 and gate["evaluation"]["candidate_pass_rate"]["ja"] >= 0.8
+    assert "within" in gate["evaluation"]["reason"], gate["evaluation"]["reason"]
+    states = outcome.states
+    assert states.index("CheckArtifact") < states.index("CreateModel") < states.index("TestCandidate")
+    assert states.index("TestCandidate") < states.index("SetWeights") < states.index("Promote")
+    assert config_name() == f"{ENDPOINT}-v2-good-final"
+    assert gated.invoke("Where is my order?").version == "v2-good"
