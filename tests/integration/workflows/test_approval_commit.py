@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 
 from devtools import rollout_workflow as wf
 from devtools.aws_resources import create_table
-from devtools.lambda_dispatch import FakeLambdaContext, load_handler_module
+from devtools.lambda_dispatch import FakeLambdaContext, cold_start_environment, load_handler_module
 from fleetops.aws.audit_table import AuditTable
 from fleetops.aws.clients import CONFIG, MAX_ATTEMPTS
 from fleetops.rollout.approval import CLAIM_SECONDS, ApprovalRecord, ApprovalRefusedError
@@ -141,15 +141,16 @@ def test_an_expired_approval_cannot_be_claimed(tables: tuple[ApprovalTable, Audi
     ],
 )
 def test_a_malformed_decision_is_refused_before_anything_is_read(
-    tables: tuple[ApprovalTable, AuditTable], monkeypatch: pytest.MonkeyPatch, body: Any, says: str
+    tables: tuple[ApprovalTable, AuditTable], body: Any, says: str
 ) -> None:
-    monkeypatch.setenv("APPROVAL_TABLE", "approvals")
-    monkeypatch.setenv("AUDIT_TABLE", "audit")
     event = wf.url_event("POST", wf.APPROVAL_URL, BOB, json_body=body)
     if isinstance(body, str):
         event["body"] = body
 
-    answer = load_handler_module("approval_endpoint").lambda_handler(event, FakeLambdaContext("approval-endpoint"))
+    # A cold start with this test's tables, dropped afterwards: later tests' handlers read their own.
+    with cold_start_environment({"APPROVAL_TABLE": "approvals", "AUDIT_TABLE": "audit"}, ["approval_endpoint"]):
+        handler = load_handler_module("approval_endpoint").lambda_handler
+        answer = handler(event, FakeLambdaContext("approval-endpoint"))
 
     assert answer["statusCode"] == 400 and says in json.loads(answer["body"])["message"]
     stored = tables[0].get(KEY)
