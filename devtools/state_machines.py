@@ -123,7 +123,9 @@ def state_visits(execution_arn: str, name: str) -> list[StateVisit]:
             entered = event["timestamp"]
         elif entered is not None and event.get("stateExitedEventDetails", {}).get("name") == name:
             output = event["stateExitedEventDetails"].get("output")
-            visits.append(StateVisit((event["timestamp"] - entered).total_seconds(), json.loads(output) if output else None))
+            visits.append(
+                StateVisit((event["timestamp"] - entered).total_seconds(), json.loads(output) if output else None)
+            )
             entered = None
         elif entered is not None and event["type"].endswith("Failed") and event["type"] != "ExecutionFailed":
             visits.append(StateVisit((event["timestamp"] - entered).total_seconds(), None))

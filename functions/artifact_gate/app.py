@@ -37,7 +37,8 @@ class Event(BaseModel):
 
 
 @cache
-def s3() -> S3Client:
+def dependencies() -> S3Client:
+    """The S3 adapter, built once per execution environment on its first invocation."""
     return clients.client("s3")
 
 
@@ -46,6 +47,6 @@ def s3() -> S3Client:
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     parsed = Event.model_validate(event)
     release = Release(model=parsed.model, version=parsed.version, sha256=parsed.sha256, adapters=parsed.adapters)
-    result = gate_artifact(check_s3_artifact(s3(), parsed.model_data_url), release, parsed.model_data_url)
+    result = gate_artifact(check_s3_artifact(dependencies(), parsed.model_data_url), release, parsed.model_data_url)
     logger.info("artifact passed", extra={"model_data_url": parsed.model_data_url, "files": result.files})
     return result.model_dump(mode="json")

@@ -40,7 +40,8 @@ class Event(BaseModel):
 
 
 @cache
-def invoker(endpoint_name: str) -> Invoke:
+def dependencies(endpoint_name: str) -> Invoke:
+    """The SageMaker runtime adapter for the endpoint, built once per execution environment."""
     return variant_invoker(clients.client("sagemaker-runtime"), endpoint_name)
 
 
@@ -49,7 +50,7 @@ def invoker(endpoint_name: str) -> Invoke:
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     parsed = Event.model_validate(event)
     result = gate_candidate(
-        invoker(parsed.endpoint_name),
+        dependencies(parsed.endpoint_name),
         suite,
         candidate=parsed.canary_variant_name,
         primary=parsed.baseline_variant_name,

@@ -25,7 +25,9 @@ pytestmark = [pytest.mark.container, pytest.mark.timeout(1800)]
 
 
 @pytest.fixture(scope="module")
-def gated(emulator: MotoServer, tiny_model: TinyModel, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSystem]:
+def gated(
+    emulator: MotoServer, tiny_model: TinyModel, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalSystem]:
     """One gated stack for the module: each rollout below leaves the endpoint on one primary variant."""
     emulator.reset()
     with local_system(tmp_path_factory.mktemp("gated"), tiny_model, pre_traffic_gates=True) as deployed:
@@ -76,7 +78,10 @@ def test_a_good_candidate_passes_every_gate_and_is_promoted(gated: LocalSystem) 
     gate = outcome.candidate_gate
     assert gate is not None and gate["passed"] is True, gate
     # The suite passes in both languages, and the candidate is no worse than the primary on the same prompts.
-    assert gate["evaluation"]["candidate_pass_rate"]["en"] >= 0.8 and gate["evaluation"]["candidate_pass_rate"]["ja"] >= 0.8
+    assert (
+        gate["evaluation"]["candidate_pass_rate"]["en"] >= 0.8
+        and gate["evaluation"]["candidate_pass_rate"]["ja"] >= 0.8
+    )
     assert "within" in gate["evaluation"]["reason"], gate["evaluation"]["reason"]
     states = outcome.states
     assert states.index("CheckArtifact") < states.index("CreateModel") < states.index("TestCandidate")
