@@ -26,11 +26,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 def run() -> dict[str, float]:
     tiny = ensure_tiny_model(REPO / ".cache" / "tiny-model")
-    with moto_server(), tempfile.TemporaryDirectory() as tmp:
-        with local_system(Path(tmp) / "gated", tiny, pre_traffic_gates=True) as system:
-            broken = promote(system, "v2-tokenizer", system.artifact("v2-tokenizer", broken="tokenizer"))
-            bad = promote(system, "v2-bad", candidate_artifact(system, "v2-bad", "bad"))
-            good = promote(system, "v2-good", candidate_artifact(system, "v2-good", "good"))
+    with (
+        moto_server(),
+        tempfile.TemporaryDirectory() as tmp,
+        local_system(Path(tmp) / "gated", tiny, pre_traffic_gates=True) as system,
+    ):
+        broken = promote(system, "v2-tokenizer", system.artifact("v2-tokenizer", broken="tokenizer"))
+        bad = promote(system, "v2-bad", candidate_artifact(system, "v2-bad", "bad"))
+        good = promote(system, "v2-good", candidate_artifact(system, "v2-good", "good"))
     return {
         "gate_seconds": round(good.gate_seconds, 2),
         "artifact_gate_seconds": round(good.artifact_gate_s or -1.0, 2),

@@ -7,14 +7,13 @@ reading what they did is the same for every workflow and lives here once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import io
 import json
 import re
 import time
 import zipfile
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
