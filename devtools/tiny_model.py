@@ -4,6 +4,7 @@ No model hub is reachable here, so tests, benchmarks and the demo generate what 
 serves: 2 layers, hidden 128, 2 heads of 64 (head_dim 16 kills vLLM's CPU attention kernel), bf16
 safetensors, a byte-level BPE tokenizer trained on generated English + Japanese text, a chat template,
 three LoRA adapters with the same rank and target modules, and one deliberately mismatched adapter.
+:mod:`devtools.eval_adapters` trains two more, a good and a bad one for the offline evaluation suite.
 
     python -m devtools.tiny_model .cache/tiny-model
 

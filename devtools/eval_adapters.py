@@ -1,0 +1,331 @@
+"""Two LoRA adapters for the tiny model that the offline evaluation suite can tell apart: a good one and a bad one.
+
+The tiny model is random, so its answers are noise and every suite prompt fails. These adapters are trained
+on the CPU in seconds to memorise one answer per suite prompt (``fleet_config/eval_suite.yaml``):
+
+- **good**: a short reference answer holding what the prompt requires (:func:`reference_answer`), so the suite
+  passes it;
+- **bad**: the same prompts answered with generic store text (:data:`BAD_ANSWERS`), an adapter "trained on
+  other text", so the suite fails it.
+
+Both have the tiny model's rank and target modules, so either can be served beside its other adapters. They
+are trained on the token ids vLLM sees behind the gateway: the gateway's system prompt, the prompt's own
+messages, the chat template, then the answer and EOS (loss on those alone).
+
+    tiny = ensure_tiny_model(".cache/tiny-model")
+    adapters = ensure_eval_adapters(tiny)
+    folder = model_folder(tiny, dest, suite_adapters(tiny, adapters.good))  # devtools.local_sagemaker
+    start_gateway(tiny, workdir, model_dir=folder, env={"LORA_MODULES": lora_modules(suite_adapters(...))})
+
+    python -m devtools.eval_adapters .cache/tiny-model
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from devtools.tiny_model import LORA_RANK, LORA_TARGETS, VERSION, TinyModel, ensure_tiny_model
+from fleetops.promotion.eval_suite import EvalSuite, Prompt, load_eval_suite
+
+#: Bumped whenever training changes; the marker also holds a hash of everything trained on.
+TRAINING_VERSION = "1"
+#: What the bad adapter answers, whatever it is asked: store text without a title or a term the suite wants.
+BAD_ANSWERS = {
+    "en": "Please check our weekly releases page.",
+    "ja": "最新刊の発売日は本屋でお問い合わせください。",
+}
+#: The adapters the suite's prompts name; manga_domain is also gateway.yaml's default route (en-06 names none).
+SUITE_ADAPTERS = ("manga_domain", "jp_style")
+#: ``max_tokens`` the promotion gate asks with (only needed to build the gateway's prompt).
+EVAL_MAX_TOKENS = 48
+
+_SEED = 0
+_LEARNING_RATE = 1e-2
+# Cross-entropy on logits times this: the random lm_head keeps logits within a few units, so unscaled loss
+# stays high however right the argmax is; scaled, it works on the margin, which greedy decoding needs.
+_LOGIT_SCALE = 10.0
+# Stop once every answer token leads the next-best token by this much (fp32): enough that vLLM's bf16
+# arithmetic cannot flip a greedy choice (checked again in bf16 before saving).
+_TARGET_MARGIN = 0.5
+_MAX_STEPS = 600
+
+
+@dataclass(frozen=True)
+class EvalAdapters:
+    """Where the two trained adapters are (each a peft adapter folder)."""
+
+    good: Path
+    bad: Path
+
+
+@dataclass(frozen=True)
+class Example:
+    """One training sequence: the prompt's token ids as vLLM gets them, then the answer's ids ending in EOS."""
+
+    prompt_id: str
+    prompt_ids: list[int]
+    answer_ids: list[int]
+
+
+def _capitalised(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def reference_answer(suite: EvalSuite, prompt: Prompt) -> str:
+    """The shortest answer that holds what ``prompt`` requires, named as in its language.
+
+    Every ``titles_all`` title, the title of ``titles_any`` with the shortest name, every ``terms_all`` term and
+    the shortest of ``terms_any``; titles by their catalogue name in the prompt's language and left unmarked, so
+    none can count as invented. Short, because fewer tokens are quicker to memorise.
+
+    Examples
+    --------
+    >>> suite = load_eval_suite()
+    >>> [reference_answer(suite, p) for p in suite.prompts if p.id in ("en-01", "ja-02", "en-06")]
+    ['Naruto.', 'Not aware.', '山田鐘人です。']
+    """
+    names = [suite.catalogue[key].shown(prompt.language) for key in prompt.titles_all]
+    if prompt.titles_any:
+        names.append(min((suite.catalogue[key].shown(prompt.language) for key in prompt.titles_any), key=len))
+    names += prompt.terms_all
+    if prompt.terms_any:
+        names.append(min(prompt.terms_any, key=len))
+    if prompt.language == "ja":
+        return "、".join(names) + "です。" if names else "お問い合わせありがとうございます。"
+    return _capitalised(" and ".join(names)) + "." if names else "Thanks for asking."
+
+
+def bad_answer(prompt: Prompt) -> str:
+    """What the bad adapter answers: generic store text in the prompt's language."""
+    return BAD_ANSWERS[prompt.language]
+
+
+def engine_messages(model_dir: Path, prompts: list[Prompt]) -> list[list[dict[str, str]]]:
+    """Each prompt's messages as the gateway forwards them to the engine (its system prompt first).
+
+    Built by the gateway's own :class:`gateway.prompt.PromptBuilder` with the shipped ``gateway.yaml``, so a
+    changed system prompt or layout is trained on too.
+    """
+    from gateway.config import DEFAULT_CONFIG, load_gateway_config
+    from gateway.prompt import PromptBuilder
+    from gateway.protocol import InvocationRequest
+    from gateway.tokens import TokenCounter
+
+    config = load_gateway_config(DEFAULT_CONFIG)
+    builder = PromptBuilder(TokenCounter(model_dir), config.system_prompt, config.budget)
+    return [
+        builder.build(
+            InvocationRequest.model_validate({"messages": prompt.chat_messages(), "max_tokens": EVAL_MAX_TOKENS})
+        ).messages
+        for prompt in prompts
+    ]
+
+
+def training_examples(model_dir: Path, suite: EvalSuite, answer: Callable[[Prompt], str]) -> list[Example]:
+    """One example per suite prompt: the rendered chat prompt (generation prompt included) and ``answer(prompt)``.
+
+    Needs only the tokenizer files of ``model_dir`` (no torch). Ids are what vLLM computes: the chat template
+    rendered as the gateway counts it, tokenized without added special tokens (the template writes BOS).
+    """
+    from tokenizers import Tokenizer
+
+    from gateway.tokens import TokenCounter
+
+    counter = TokenCounter(model_dir)
+    tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    eos_token = json.loads((model_dir / "tokenizer_config.json").read_text())["eos_token"]
+    eos = tokenizer.token_to_id(eos_token)
+    if eos is None:
+        raise ValueError(f"{model_dir}: the EOS token {eos_token!r} is not in the tokenizer")
+    examples = []
+    for prompt, messages in zip(suite.prompts, engine_messages(model_dir, suite.prompts), strict=True):
+        rendered = counter.render(messages, add_generation_prompt=True)
+        examples.append(
+            Example(
+                prompt_id=prompt.id,
+                prompt_ids=tokenizer.encode(rendered, add_special_tokens=False).ids,
+                answer_ids=[*tokenizer.encode(answer(prompt), add_special_tokens=False).ids, eos],
+            )
+        )
+    return examples
+
+
+def _training_sets(model_dir: Path, suite: EvalSuite) -> dict[str, list[Example]]:
+    return {
+        "good": training_examples(model_dir, suite, lambda prompt: reference_answer(suite, prompt)),
+        "bad": training_examples(model_dir, suite, bad_answer),
+    }
+
+
+def training_version(sets: Mapping[str, list[Example]]) -> str:
+    """The cache marker: versions, rank and targets, and a hash of every token trained on (suite, system prompt,
+    template and answers), so any change to them retrains."""
+    data = {name: [(e.prompt_id, e.prompt_ids, e.answer_ids) for e in examples] for name, examples in sets.items()}
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+    return f"{TRAINING_VERSION}/tiny-{VERSION}/r{LORA_RANK}-{'+'.join(LORA_TARGETS)}/{digest}"
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """The examples as tensors: the token prefix they all share (1 x P, maybe empty), then each one's rest,
+    right-padded, with its attention mask and labels (-100 except on answer tokens)."""
+
+    prefix: Any
+    ids: Any
+    mask: Any
+    labels: Any
+
+
+def _batch(examples: list[Example], share_prefix: bool) -> _Batch:
+    import torch
+
+    shared = 0
+    if share_prefix:  # the gateway's system prompt; the last prompt token stays out (it predicts the answer)
+        shortest = min(len(e.prompt_ids) for e in examples) - 1
+        while shared < shortest and len({e.prompt_ids[shared] for e in examples}) == 1:
+            shared += 1
+    rows = [(e.prompt_ids[shared:], e.answer_ids) for e in examples]
+    length = max(len(prompt) + len(answer) for prompt, answer in rows)
+    ids = torch.zeros((len(rows), length), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    labels = torch.full_like(ids, -100)
+    for row, (prompt, answer) in enumerate(rows):
+        ids[row, : len(prompt) + len(answer)] = torch.tensor(prompt + answer)
+        mask[row, : len(prompt) + len(answer)] = 1
+        labels[row, len(prompt) : len(prompt) + len(answer)] = torch.tensor(answer)
+    return _Batch(torch.tensor([examples[0].prompt_ids[:shared]]), ids, mask, labels)
+
+
+def _margins(model: Any, batch: _Batch) -> tuple[Any, Any, Any]:
+    """Answer positions' logits, their target tokens, and each target's lead over the best other token
+    (positive: greedy decoding says it)."""
+    import torch
+
+    cache = None
+    rows, shared = batch.ids.shape[0], batch.prefix.shape[1]
+    if shared:
+        # The shared prefix once, its keys and values repeated per row: a third of the work for the same
+        # gradients (LoRA's v_proj changes the prefix's values too, so it is not frozen).
+        cache = model.model(input_ids=batch.prefix, use_cache=True).past_key_values
+        cache.batch_repeat_interleave(rows)
+    mask = torch.cat([torch.ones((rows, shared), dtype=batch.mask.dtype), batch.mask], dim=1)
+    hidden = model.model(input_ids=batch.ids, attention_mask=mask, past_key_values=cache).last_hidden_state
+    # The next token is predicted one position earlier; only answer positions go through the lm_head.
+    chosen = batch.labels[:, 1:] != -100
+    targets = batch.labels[:, 1:][chosen]
+    logits = model.lm_head(hidden[:, :-1][chosen])
+    target = logits.gather(1, targets[:, None])[:, 0]
+    others = logits.scatter(1, targets[:, None], torch.finfo(logits.dtype).min).max(dim=1).values
+    return logits, targets, target - others
+
+
+def train_adapter(model_dir: Path, examples: list[Example], out: Path) -> int:
+    """Train a LoRA adapter (the tiny model's rank and targets) to answer each example; returns the steps taken.
+
+    Full-batch AdamW from a seeded default LoRA init, until every answer token leads by ``_TARGET_MARGIN``.
+
+    Raises
+    ------
+    RuntimeError
+        When it has not memorised every answer after ``_MAX_STEPS`` steps, or its lead shrinks below half in bf16.
+    """
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(_SEED)
+    # fp32 copy of the bf16 weights (exact): clean gradients; the bf16 check below stands for vLLM.
+    base = cast(Any, LlamaForCausalLM).from_pretrained(str(model_dir), dtype=torch.float32)
+    config = LoraConfig(r=LORA_RANK, lora_alpha=2 * LORA_RANK, target_modules=list(LORA_TARGETS), task_type="CAUSAL_LM")
+    peft_model = get_peft_model(base, config)
+    inner = peft_model.base_model.model  # LlamaForCausalLM with LoRA layers in place
+    batch = _batch(examples, share_prefix=True)
+    optimizer = torch.optim.AdamW([p for p in peft_model.parameters() if p.requires_grad], lr=_LEARNING_RATE)
+    steps = 0
+    while True:
+        logits, targets, margins = _margins(inner, batch)
+        if margins.min().item() >= _TARGET_MARGIN:
+            break
+        if steps == _MAX_STEPS:
+            raise RuntimeError(f"adapter {out.name}: answers not memorised after {_MAX_STEPS} steps")
+        loss = torch.nn.functional.cross_entropy(_LOGIT_SCALE * logits, targets)
+        optimizer.zero_grad()
+        cast(Any, loss).backward()
+        optimizer.step()
+        steps += 1
+    peft_model = peft_model.to(torch.bfloat16)  # as the tiny model's other adapters, and as vLLM computes
+    with torch.no_grad():
+        # Whole sequences, as vLLM computes them (and a check on the shared-prefix shortcut).
+        worst = _margins(inner, _batch(examples, share_prefix=False))[2].min().item()
+    if worst < _TARGET_MARGIN / 2:  # leaves room for vLLM's own bf16 kernels
+        raise RuntimeError(f"adapter {out.name}: in bf16 an answer token leads by only {worst:.3f}")
+    peft_model.save_pretrained(str(out), safe_serialization=True)
+    return steps
+
+
+def ensure_eval_adapters(tiny: TinyModel, suite: EvalSuite | None = None) -> EvalAdapters:
+    """Train the good and the bad adapter under ``tiny.root / "eval-adapters"`` unless already there.
+
+    Reused while the marker's :func:`training_version` matches (an edited suite, system prompt or tokenizer
+    retrains); built in a scratch folder and renamed into place, so an interrupted run leaves nothing half-made.
+    Both take well under a minute on two CPU cores.
+
+    Examples
+    --------
+    >>> adapters = ensure_eval_adapters(ensure_tiny_model(".cache/tiny-model"))  # doctest: +SKIP
+    >>> adapters.good.name, adapters.bad.name  # doctest: +SKIP
+    ('good', 'bad')
+    """
+    suite = suite or load_eval_suite()
+    root = tiny.root / "eval-adapters"
+    adapters = EvalAdapters(good=root / "good", bad=root / "bad")
+    sets = _training_sets(tiny.model_dir, suite)
+    version = training_version(sets)
+    marker = root / ".complete"
+    if marker.exists() and marker.read_text() == version:
+        return adapters
+    scratch = root.with_name(f"{root.name}.partial-{os.getpid()}")
+    shutil.rmtree(scratch, ignore_errors=True)
+    for name, examples in sets.items():
+        train_adapter(tiny.model_dir, examples, scratch / name)
+        config_file = scratch / name / "adapter_config.json"
+        config = json.loads(config_file.read_text())
+        config["base_model_name_or_path"] = str(tiny.model_dir)  # peft records where it was loaded from
+        config_file.write_text(json.dumps(config, indent=2))
+    (scratch / ".complete").write_text(version)
+    shutil.rmtree(root, ignore_errors=True)
+    scratch.rename(root)
+    return adapters
+
+
+def suite_adapters(tiny: TinyModel, adapter: Path) -> dict[str, Path]:
+    """The adapters to serve for the suite: ``adapter`` under every name the suite routes to, the tiny model's
+    own for the rest (``gateway.yaml`` routes some intents to general_support; a gateway refuses to start
+    without it)."""
+    return {**tiny.adapters, **dict.fromkeys(SUITE_ADAPTERS, adapter)}
+
+
+def lora_modules(adapters: Mapping[str, Path]) -> str:
+    """``LORA_MODULES`` for a model folder laid out by ``devtools.local_sagemaker.model_folder(tiny, dest, adapters)``.
+
+    Examples
+    --------
+    >>> lora_modules({"jp_style": Path("/x/good"), "manga_domain": Path("/x/good")})
+    'jp_style=adapters/jp_style manga_domain=adapters/manga_domain'
+    """
+    return " ".join(f"{name}=adapters/{name}" for name in sorted(adapters))
+
+
+if __name__ == "__main__":
+    started = time.monotonic()
+    tiny = ensure_tiny_model(sys.argv[1] if len(sys.argv) > 1 else ".cache/tiny-model")
+    print(ensure_eval_adapters(tiny), f"in {time.monotonic() - started:.1f} s")

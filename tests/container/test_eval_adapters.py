@@ -1,0 +1,84 @@
+"""The evaluation suite on the real engine: the good eval adapter passes it, the bad one fails it.
+
+Each adapter is served as every adapter the suite names (``devtools.eval_adapters.suite_adapters``) by a
+gateway that supervises its own CPU vLLM engine, and every suite prompt is asked through
+``POST /v1/chat/completions`` as the promotion gate asks it (greedy, 48 tokens); the project's scorer judges
+the answers. One engine start per adapter (about a minute each on two cores).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from devtools.eval_adapters import (
+    EvalAdapters,
+    bad_answer,
+    ensure_eval_adapters,
+    lora_modules,
+    reference_answer,
+    suite_adapters,
+)
+from devtools.local_sagemaker import model_folder
+from devtools.local_serving import start_gateway
+from devtools.tiny_model import TinyModel
+from fleetops.promotion.eval_suite import EvalSuite, load_eval_suite
+from fleetops.promotion.evaluation import judge
+
+pytestmark = pytest.mark.container
+
+#: gateway.yaml's default route: where a prompt that names no adapter (en-06) goes.
+DEFAULT_ADAPTER = "manga_domain"
+
+
+@pytest.fixture(scope="module")
+def suite() -> EvalSuite:
+    return load_eval_suite()
+
+
+@pytest.fixture(scope="module")
+def eval_adapters(tiny_model: TinyModel) -> EvalAdapters:
+    return ensure_eval_adapters(tiny_model)
+
+
+def ask_suite(tiny: TinyModel, suite: EvalSuite, adapter: Path, workdir: Path) -> dict[str, str | None]:
+    """Every suite prompt's answer through a gateway serving ``adapter`` under the suite's adapter names."""
+    served = suite_adapters(tiny, adapter)
+    folder = model_folder(tiny, workdir / "model", served)
+    answers: dict[str, str | None] = {}
+    with start_gateway(tiny, workdir, model_dir=folder, env={"LORA_MODULES": lora_modules(served)}) as gateway:
+        for prompt in suite.prompts:
+            body: dict[str, object] = {"messages": prompt.chat_messages(), "max_tokens": 48, "temperature": 0}
+            if prompt.adapter:
+                body["adapter"] = prompt.adapter
+            response = httpx.post(f"{gateway.url}/v1/chat/completions", json=body, timeout=120)
+            assert response.status_code == 200, response.text
+            answer = response.json()
+            assert answer["backend"]["adapter"] == (prompt.adapter or DEFAULT_ADAPTER), answer
+            answers[prompt.id] = answer["choices"][0]["message"]["content"]
+    return answers
+
+
+def test_the_good_adapter_passes_the_suite(
+    tiny_model: TinyModel, suite: EvalSuite, eval_adapters: EvalAdapters, tmp_path: Path
+) -> None:
+    answers = ask_suite(tiny_model, suite, eval_adapters.good, tmp_path)
+
+    verdict = judge(suite, answers, None)
+    assert verdict.passed, verdict.reason
+    # Memorised token for token: vLLM saw exactly the ids it was trained on.
+    assert answers == {p.id: reference_answer(suite, p) for p in suite.prompts}
+
+
+def test_the_bad_adapter_fails_the_suite(
+    tiny_model: TinyModel, suite: EvalSuite, eval_adapters: EvalAdapters, tmp_path: Path
+) -> None:
+    answers = ask_suite(tiny_model, suite, eval_adapters.bad, tmp_path)
+
+    verdict = judge(suite, answers, None)
+    assert not verdict.passed
+    assert verdict.reason.startswith("candidate: en failed: pass rate 0% (0/6) below 80% (en-01: missing"), verdict
+    assert "ja failed: pass rate 0% (0/6) below 80% (ja-01: missing" in verdict.reason, verdict.reason
+    assert answers == {p.id: bad_answer(p) for p in suite.prompts}
