@@ -13,14 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devtools import rollout_workflow as wf
-from devtools.eval_adapters import ensure_eval_adapters
+from devtools.eval_adapters import ensure_eval_adapters, suite_adapters
 from devtools.local_system import CANARY, PRIMARY, Answer, LocalSystem, emitted, traffic, wait_for
 from devtools.scenarios import english
 from devtools.state_machines import state_history, state_visits
 from fleetops.metrics import MetricName
-
-#: The suite's prompts route to these adapters (fleet_config/eval_suite.yaml): a candidate's trained ones.
-SUITE_ADAPTERS = ("manga_domain", "jp_style")
 
 
 @dataclass
@@ -52,10 +49,11 @@ class PromotionOutcome:
 
 
 def candidate_artifact(system: LocalSystem, name: str, adapter: str) -> str:
-    """A candidate whose suite adapters are the trained ``good`` or ``bad`` one; the rest as v1's."""
+    """A candidate whose suite adapters are the trained ``good`` or ``bad`` one (devtools.eval_adapters)."""
     trained = ensure_eval_adapters(system.tiny)
-    path = trained.good if adapter == "good" else trained.bad
-    return system.artifact(name, adapters={**system.tiny.adapters, **dict.fromkeys(SUITE_ADAPTERS, path)})
+    return system.artifact(
+        name, adapters=suite_adapters(system.tiny, trained.good if adapter == "good" else trained.bad)
+    )
 
 
 def promote(system: LocalSystem, rollout_id: str, url: str, timeout_s: float = 900) -> PromotionOutcome:
