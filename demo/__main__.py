@@ -12,7 +12,7 @@ import sys
 
 from devtools.emulator import moto_server
 
-PARTS = ["release_week", "one_system", "prescale", "bedrock_import", "container"]
+PARTS = ["release_week", "one_system", "promotion", "prescale", "bedrock_import", "container"]
 
 # The story is printed by the parts; the functions' own JSON logs and EMF lines would drown it.
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "manga-llm-fleet-demo")

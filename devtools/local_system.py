@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -292,20 +293,32 @@ def traffic(
 
 
 def emitted(variant: str, metric: MetricName) -> float:
-    """Sum of what the gateways of ``variant`` emitted for ``metric`` (read back from CloudWatch)."""
-    stats = boto3.client("cloudwatch").get_metric_statistics(
-        Namespace=NAMESPACE,
-        MetricName=metric.value,
-        Dimensions=[
-            {"Name": Dimension.ENDPOINT.value, "Value": ENDPOINT},
-            {"Name": Dimension.VARIANT.value, "Value": variant},
+    """Sum of what the gateways of ``variant`` emitted for ``metric`` (read back from CloudWatch).
+
+    The ``[EndpointName, VariantName]`` series only, as CloudWatch matches dimensions: GetMetricData, since moto's
+    GetMetricStatistics also counts every series whose dimensions include these (the gateway's per-adapter
+    copies of ``Requests``), which CloudWatch does not.
+    """
+    now = datetime.now(UTC)
+    dimensions: Any = [
+        {"Name": Dimension.ENDPOINT.value, "Value": ENDPOINT},
+        {"Name": Dimension.VARIANT.value, "Value": variant},
+    ]
+    results = boto3.client("cloudwatch").get_metric_data(
+        MetricDataQueries=[
+            {
+                "Id": "emitted",
+                "MetricStat": {
+                    "Metric": {"Namespace": NAMESPACE, "MetricName": metric.value, "Dimensions": dimensions},
+                    "Period": 86400,
+                    "Stat": "Sum",
+                },
+            }
         ],
-        StartTime="2026-01-01T00:00:00Z",
-        EndTime="2100-01-01T00:00:00Z",
-        Period=86400 * 30,
-        Statistics=["Sum", "SampleCount"],
-    )["Datapoints"]
-    return sum(d["Sum"] for d in stats)
+        StartTime=now - timedelta(days=1),
+        EndTime=now + timedelta(hours=1),
+    )["MetricDataResults"]
+    return float(sum(results[0]["Values"]))
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout_s: float, every_s: float = 0.5) -> Any:
