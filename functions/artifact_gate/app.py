@@ -1,7 +1,7 @@
 """Canary rollout, before the lease: the model artifact gate. Reads the artifact; changes nothing.
 
-Event (from the state machine): ``{"model_data_url", "sha256", "adapters"}`` of the plan. The artifact is
-fetched into scratch space and checked (:mod:`fleetops.promotion.artifact`): safetensors only, config,
+Event (from the state machine): ``{"model_data_url", "model", "version", "sha256", "adapters"}`` of the plan.
+The artifact is streamed from S3 (no disk) and checked (:mod:`fleetops.promotion.artifact`): safetensors only, config,
 tokenizer and weights that load, adapters that fit the engine and the base, and the checksums the request
 names. A failed gate raises ``ArtifactRefusedError`` listing every problem; the rollout then ends, refused,
 before it takes the lease or creates anything.

@@ -1,4 +1,4 @@
-"""The artifact gate on S3 (the emulator): a model.tar.gz or a prefix is fetched, judged, and its checksums kept."""
+"""The artifact gate on S3 (the emulator): a model.tar.gz or a prefix is streamed, judged, and its checksums kept."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from devtools.local_sagemaker import package_model
 from devtools.tiny_model import ensure_tiny_model
 from fleetops.promotion.artifact_files import check_folder
-from fleetops.promotion.artifact_s3 import ArtifactFetchError, check_s3_artifact, fetch_artifact
+from fleetops.promotion.artifact_s3 import ArtifactFetchError, check_s3_artifact
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -59,7 +59,7 @@ def test_a_prefix_is_fetched_file_by_file_and_a_pickle_in_it_is_refused(s3: S3Cl
     assert check.base.files["config.json"] == check_folder(tiny.model_dir).base.files["config.json"]
 
 
-def test_a_tarball_member_outside_the_folder_is_refused(s3: S3Client, tmp_path: Path) -> None:
+def test_a_tarball_member_outside_the_folder_is_refused(s3: S3Client) -> None:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
         member = tarfile.TarInfo("../escaped.json")
@@ -67,12 +67,27 @@ def test_a_tarball_member_outside_the_folder_is_refused(s3: S3Client, tmp_path: 
         tar.addfile(member, io.BytesIO(b"{}"))
     s3.put_object(Bucket=BUCKET, Key="evil/model.tar.gz", Body=buffer.getvalue())
 
-    with pytest.raises(ArtifactFetchError, match="cannot be unpacked safely"):
-        fetch_artifact(s3, f"s3://{BUCKET}/evil/model.tar.gz", tmp_path / "dest")
-
-    assert not (tmp_path / "escaped.json").exists()
+    with pytest.raises(ArtifactFetchError, match=r"cannot be unpacked safely: member '\.\./escaped\.json' is outside"):
+        check_s3_artifact(s3, f"s3://{BUCKET}/evil/model.tar.gz")
 
 
-def test_a_url_that_is_neither_a_tarball_nor_a_prefix_is_refused(s3: S3Client, tmp_path: Path) -> None:
+def test_a_url_that_is_neither_a_tarball_nor_a_prefix_is_refused(s3: S3Client) -> None:
     with pytest.raises(ArtifactFetchError, match=r"neither a model\.tar\.gz nor a prefix"):
-        fetch_artifact(s3, f"s3://{BUCKET}/manga-llama/v7/model.zip", tmp_path / "dest")
+        check_s3_artifact(s3, f"s3://{BUCKET}/manga-llama/v7/model.zip")
+
+
+def test_a_link_in_a_tarball_is_listed_and_refused_never_followed(s3: S3Client, tmp_path: Path) -> None:
+    buffer = io.BytesIO()
+    with tarfile.open(_tarball(tmp_path)) as good, tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for member in good:
+            tar.addfile(member, good.extractfile(member) if member.isfile() else None)
+        link = tarfile.TarInfo("adapters/jp_style/adapter_model.safetensors.link")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(link)
+    s3.put_object(Bucket=BUCKET, Key="linked/model.tar.gz", Body=buffer.getvalue())
+
+    check = check_s3_artifact(s3, f"s3://{BUCKET}/linked/model.tar.gz")
+
+    assert check.problems == (
+        "adapters/jp_style/adapter_model.safetensors.link: a link, not a regular file (an artifact holds files only)",
+    )

@@ -1,14 +1,16 @@
 """Read an extracted artifact folder into a :class:`Snapshot` (the only part of the gate that touches the disk).
 
 Every regular file is hashed in chunks (weights are gigabytes); only JSON files are read whole, and only
-the header of a safetensors file. Links are listed, not followed: a link could make the gate hash and
-approve a file outside the artifact.
+the header of a safetensors file (:func:`file_facts`, which the S3 reader streams through as well). Links
+are listed, not followed: a link could make the gate hash and approve a file outside the artifact.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from fleetops.promotion.artifact import ArtifactCheck, check_artifact
@@ -19,22 +21,48 @@ from fleetops.promotion.safetensors_header import PREFIX_BYTES, HeaderError, hea
 _CHUNK = 1024 * 1024
 
 
-def _facts(path: Path) -> FileFacts:
-    size = path.stat().st_size
+def file_facts(name: str, size: int, chunks: Iterable[bytes]) -> FileFacts:
+    """Hash one file as its bytes stream by, keeping what the decisions read: a JSON file whole, a safetensors
+    file's 8-byte prefix and header. Nothing else is held, so a file of any size takes one pass and no disk.
+
+    Examples
+    --------
+    >>> head = (2).to_bytes(8, "little") + b"{}"
+    >>> facts = file_facts("model.safetensors", 14, [head[:5], head[5:] + b"tail"])
+    >>> facts.head == head, facts.content
+    (True, None)
+    """
     digest = hashlib.sha256()
+    keep_all = name.endswith(READ_SUFFIX) and size <= MAX_JSON_BYTES
+    content = bytearray()
+    head = bytearray()
+    head_wanted = PREFIX_BYTES if name.endswith(WEIGHTS_SUFFIX) else 0
+    header_known = False
+    for chunk in chunks:
+        digest.update(chunk)
+        if keep_all:
+            content += chunk
+        rest = chunk
+        while len(head) < head_wanted and rest:
+            taken = head_wanted - len(head)
+            head += rest[:taken]
+            rest = rest[taken:]
+            if not header_known and len(head) == PREFIX_BYTES:
+                header_known = True
+                # A bad prefix: the decision names the problem; reading on would keep a pickle's bytes for nothing.
+                with contextlib.suppress(HeaderError):
+                    head_wanted += header_length(bytes(head))
+    return FileFacts(
+        size=size,
+        sha256=digest.hexdigest(),
+        content=bytes(content) if keep_all else None,
+        head=bytes(head) if head_wanted else None,
+    )
+
+
+def _facts(path: Path) -> FileFacts:
     with path.open("rb") as stream:
-        while chunk := stream.read(_CHUNK):
-            digest.update(chunk)
-        stream.seek(0)
-        content = stream.read() if path.name.endswith(READ_SUFFIX) and size <= MAX_JSON_BYTES else None
-        head = None
-        if path.name.endswith(WEIGHTS_SUFFIX):
-            prefix = stream.read(PREFIX_BYTES)
-            try:
-                head = prefix + stream.read(header_length(prefix))
-            except HeaderError:
-                head = prefix  # the decision names the problem; reading on would read a pickle's bytes for nothing
-    return FileFacts(size=size, sha256=digest.hexdigest(), content=content, head=head)
+        return file_facts(path.name, path.stat().st_size, iter(lambda: stream.read(_CHUNK), b""))
 
 
 def read_snapshot(root: Path) -> Snapshot:

@@ -1,24 +1,29 @@
-"""Fetch a candidate's artifact from S3 into a scratch folder and run the artifact gate on it (the S3 adapter).
+"""Stream a candidate's artifact from S3 through the artifact gate (the S3 adapter): no scratch disk.
 
 The artifact is a ``model.tar.gz`` (as SageMaker's ``ModelDataUrl`` names it) or a prefix ending in ``/``
-whose objects are the files. A tarball is extracted with tarfile's ``data`` filter, which refuses members
-outside the folder, absolute paths and device files; links inside it are extracted and then refused by the
-gate, which never follows them.
+whose objects are the files. Either is read once, as a stream: every file is hashed as it passes and only
+what the decisions read is kept (:func:`fleetops.promotion.artifact_files.file_facts`), so an artifact of any
+size fits a Lambda function's memory and needs none of its disk. A tarball member outside the folder (an
+absolute path, ``..``) or a device file is refused before anything is judged; links are listed, never
+followed, and the gate refuses them.
 """
 
 from __future__ import annotations
 
 import tarfile
-import tempfile
-from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from pathlib import PurePosixPath
+from typing import IO, TYPE_CHECKING
 
-from fleetops.promotion.artifact import ArtifactCheck
+from fleetops.promotion.artifact import ArtifactCheck, check_artifact
 from fleetops.promotion.artifact_adapters import DEFAULT_MAX_LORA_RANK
-from fleetops.promotion.artifact_files import check_folder
+from fleetops.promotion.artifact_files import file_facts
+from fleetops.promotion.artifact_snapshot import FileFacts, Snapshot
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+
+_CHUNK = 1024 * 1024
 
 
 class ArtifactFetchError(Exception):
@@ -43,52 +48,68 @@ def split_s3_url(url: str) -> tuple[str, str]:
     return bucket, key
 
 
-def _relative(key: str, prefix: str) -> PurePosixPath:
+def _relative(key: str, prefix: str) -> str:
     relative = PurePosixPath(key.removeprefix(prefix))
-    # A key may hold "..": S3 keys are names, not paths, and one could write outside the scratch folder.
+    # A key may hold "..": S3 keys are names, not paths, and the gate must judge files inside the artifact only.
     if relative.is_absolute() or ".." in relative.parts or not relative.parts:
         raise ArtifactFetchError(f"s3 key {key!r} does not name a file inside the artifact")
-    return relative
+    return relative.as_posix()
 
 
-def _fetch_prefix(s3: S3Client, bucket: str, prefix: str, dest: Path) -> None:
+def _prefix_snapshot(s3: S3Client, bucket: str, prefix: str) -> Snapshot:
+    files: dict[str, FileFacts] = {}
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         for item in page.get("Contents", []):
             if item["Key"].endswith("/"):  # a console-made "folder" marker, not a file
                 continue
-            target = dest / _relative(item["Key"], prefix)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            s3.download_file(bucket, item["Key"], str(target))
+            body = s3.get_object(Bucket=bucket, Key=item["Key"])["Body"]
+            path = _relative(item["Key"], prefix)
+            files[path] = file_facts(path, item["Size"], body.iter_chunks(_CHUNK))
+    return Snapshot(files=files)
 
 
-def _fetch_tarball(s3: S3Client, bucket: str, key: str, dest: Path, scratch: Path) -> None:
-    archive = scratch / "model.tar.gz"
-    s3.download_file(bucket, key, str(archive))
+def _chunks(stream: IO[bytes]) -> Iterator[bytes]:
+    while chunk := stream.read(_CHUNK):
+        yield chunk
+
+
+def _tarball_snapshot(s3: S3Client, bucket: str, key: str) -> Snapshot:
+    files: dict[str, FileFacts] = {}
+    links: list[str] = []
+    body = s3.get_object(Bucket=bucket, Key=key)["Body"]
     try:
-        with tarfile.open(archive) as tar:
-            tar.extractall(dest, filter="data")
-    except (tarfile.TarError, OSError) as exc:
+        with tarfile.open(fileobj=body, mode="r|*") as tar:  # stream mode: one pass, in order
+            for member in tar:
+                path = PurePosixPath(member.name.removeprefix("./"))
+                if path.is_absolute() or ".." in path.parts:
+                    raise ArtifactFetchError(f"member {member.name!r} is outside the artifact folder")
+                if member.isdir():
+                    continue
+                if member.issym() or member.islnk():
+                    links.append(path.as_posix())
+                elif not member.isfile():
+                    raise ArtifactFetchError(f"member {member.name!r} is a device or fifo, not a file")
+                else:
+                    stream = tar.extractfile(member)
+                    assert stream is not None  # a regular file always has one
+                    files[path.as_posix()] = file_facts(path.as_posix(), member.size, _chunks(stream))
+    except (tarfile.TarError, OSError, EOFError, ArtifactFetchError) as exc:
         raise ArtifactFetchError(f"s3://{bucket}/{key}: cannot be unpacked safely: {exc}") from exc
+    return Snapshot(files=files, links=tuple(sorted(links)))
 
 
-def fetch_artifact(s3: S3Client, url: str, dest: Path) -> Path:
-    """Put the artifact at ``url`` (a ``*.tar.gz`` object or a prefix ending in ``/``) into the empty ``dest``."""
+def read_s3_snapshot(s3: S3Client, url: str) -> Snapshot:
+    """What the gate knows of the artifact at ``url`` (a ``*.tar.gz`` object or a prefix ending in ``/``)."""
     bucket, key = split_s3_url(url)
-    dest.mkdir(parents=True, exist_ok=True)
     if key.endswith("/"):
-        _fetch_prefix(s3, bucket, key, dest)
-    elif key.endswith((".tar.gz", ".tgz")):
-        with tempfile.TemporaryDirectory() as scratch:
-            _fetch_tarball(s3, bucket, key, dest, Path(scratch))
-    else:
-        raise ArtifactFetchError(f"{url}: neither a model.tar.gz nor a prefix ending in /")
-    return dest
+        return _prefix_snapshot(s3, bucket, key)
+    if key.endswith((".tar.gz", ".tgz")):
+        return _tarball_snapshot(s3, bucket, key)
+    raise ArtifactFetchError(f"{url}: neither a model.tar.gz nor a prefix ending in /")
 
 
 def check_s3_artifact(
     s3: S3Client, url: str, *, max_lora_rank: int = DEFAULT_MAX_LORA_RANK, base_model: str | None = None
 ) -> ArtifactCheck:
-    """Fetch the artifact into a scratch folder, judge it, and remove the folder."""
-    with tempfile.TemporaryDirectory(prefix="artifact-gate-") as scratch:
-        root = fetch_artifact(s3, url, Path(scratch) / "artifact")
-        return check_folder(root, max_lora_rank=max_lora_rank, base_model=base_model)
+    """Stream the artifact at ``url`` through the gate (see :func:`fleetops.promotion.artifact.check_artifact`)."""
+    return check_artifact(read_s3_snapshot(s3, url), max_lora_rank=max_lora_rank, base_model=base_model)
