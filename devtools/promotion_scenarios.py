@@ -35,6 +35,11 @@ class PromotionOutcome:
     candidate_requests: float = 0.0
 
     @property
+    def output(self) -> dict[str, Any]:
+        """The rollout's output (its summary of a successful run: the plan and every gate's result)."""
+        return dict(json.loads(self.execution.get("output") or "{}"))
+
+    @property
     def gate_seconds(self) -> float:
         return (self.artifact_gate_s or 0.0) + (self.candidate_gate_s or 0.0)
 
@@ -56,9 +61,12 @@ def candidate_artifact(system: LocalSystem, name: str, adapter: str) -> str:
     )
 
 
-def promote(system: LocalSystem, rollout_id: str, url: str, timeout_s: float = 900) -> PromotionOutcome:
-    """Roll ``url`` out while users ask; wait for the end and read the gates' part from the history."""
-    request = system.rollout_request(rollout_id, rollout_id, url)
+def promote(system: LocalSystem, rollout_id: str, url: str, timeout_s: float = 900, **changes: Any) -> PromotionOutcome:
+    """Roll ``url`` out while users ask; wait for the end and read the gates' part from the history.
+
+    ``changes`` override request fields (``shadow=...`` for a shadowed rollout).
+    """
+    request = system.rollout_request(rollout_id, rollout_id, url, **changes)
     request["model"]["adapters"] = system.adapter_entries(url, system.tiny.adapters, version=rollout_id)
     before = emitted(CANARY, MetricName.REQUESTS)
     with traffic(system, english, every_s=0.5) as users:

@@ -19,8 +19,14 @@ this module answers both operations for the endpoints it hosts, in front of moto
   so botocore's own parser yields ``{"PayloadPart": {"Bytes": ...}}``; a failure mid-stream ends the
   stream with a ``ModelStreamError`` exception event.
 
+- data capture: where the endpoint's config has a ``DataCaptureConfig`` with ``EnableCapture``, a sampled
+  share (``InitialSamplingPercentage``) of answered ``InvokeEndpoint`` calls is written after the answer, in
+  the background, as SageMaker's JSON lines record (``captureData.endpointInput``/``endpointOutput``,
+  ``eventMetadata.eventId``/``inferenceTime``) under ``<DestinationS3Uri>/<endpoint>/<variant>/yyyy/mm/dd/hh/``.
+
 Approximated: the wording of the ``ValidationError`` messages other than "Endpoint ... not found"; an
-unreachable container answers ``ServiceUnavailable``. Not emulated: the 6 MB payload limit,
+unreachable container answers ``ServiceUnavailable``; data capture writes one file per record (SageMaker
+batches records into files). Not emulated: the 6 MB payload limit,
 ``InferenceId``/``SessionId``/``TargetModel``/``InferenceComponentName`` headers, async inference.
 """
 
@@ -30,14 +36,18 @@ import json
 import random
 import re
 import struct
+import threading
+import uuid
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 from moto.iam.models import get_account_id_from
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+from moto.s3.models import s3_backends
 from moto.sagemaker.models import FakeEndpoint, sagemaker_backends
 from werkzeug.wrappers import Request, Response
 
@@ -250,7 +260,37 @@ def invoke(target: _Target, request: Request) -> Response:
         return _unreachable(target, exc)
     if not answer.is_success:
         return _model_error(target, answer.status_code, answer.content)
+    _capture(target, request.get_data(), answer.content)
     return Response(answer.content, 200, _answer_headers(target, answer, "Content-Type"))
+
+
+def _capture(target: _Target, request_body: bytes, answer_body: bytes) -> None:
+    """Data capture of one answered invocation, off the caller's path (see the module docstring)."""
+    backend = sagemaker_backends[target.account][target.region]
+    config = backend.endpoint_configs.get(target.endpoint.endpoint_config_name)
+    capture = (config.data_capture_config if config else None) or {}
+    if not capture.get("EnableCapture") or random.uniform(0, 100) >= float(capture["InitialSamplingPercentage"]):
+        return
+    now = datetime.now(UTC)
+    event_id = str(uuid.uuid4())
+
+    def side(data: bytes, mode: str) -> dict[str, str]:
+        return {"observedContentType": "application/json", "mode": mode, "data": data.decode(), "encoding": "JSON"}
+
+    record = {
+        "captureData": {"endpointInput": side(request_body, "INPUT"), "endpointOutput": side(answer_body, "OUTPUT")},
+        "eventMetadata": {"eventId": event_id, "inferenceTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")},
+        "eventVersion": "0",
+    }
+    bucket, _, prefix = str(capture["DestinationS3Uri"]).removeprefix("s3://").partition("/")
+    key = (
+        f"{prefix.rstrip('/')}/{target.endpoint.endpoint_name}/{target.variant}/{now:%Y/%m/%d/%H}/"
+        f"{now:%M-%S-%f}-{event_id}.jsonl"
+    )
+    line = (json.dumps(record) + "\n").encode()
+    threading.Thread(
+        target=s3_backends[target.account]["global"].put_object, args=(bucket, key, line), daemon=True
+    ).start()
 
 
 def invoke_with_response_stream(target: _Target, request: Request) -> Response:

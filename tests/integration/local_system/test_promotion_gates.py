@@ -87,3 +87,24 @@ def test_a_good_candidate_passes_every_gate_and_is_promoted(gated: LocalSystem) 
     assert states.index("TestCandidate") < states.index("SetWeights") < states.index("Promote")
     assert config_name() == f"{ENDPOINT}-v2-good-final"
     assert gated.invoke("Where is my order?").version == "v2-good"
+
+
+def test_a_shadowed_candidate_is_compared_on_live_requests_before_any_user_and_the_summary_says_so(
+    gated: LocalSystem,
+) -> None:
+    # Every live request is captured for 20 s; the thresholds are the test's: it is about the comparison's path
+    # and its place in the summary (tests/unit/promotion/test_shadow.py judges the thresholds).
+    shadow = {"sampling_percent": 100, "seconds": 20, "min_requests": 5, "min_similarity": 0.0,
+              "max_error_rate": 0.0, "max_latency_ratio": 10.0}  # fmt: skip
+    outcome = promote(gated, "v3-shadow", candidate_artifact(gated, "v3-shadow", "good"), shadow=shadow)
+
+    assert outcome.execution["status"] == "SUCCEEDED", summary(outcome)
+    comparison = outcome.output["shadow_comparison"]
+    assert comparison["passed"] is True and comparison["summary"].startswith("shadow passed: "), comparison
+    result = comparison["result"]
+    # The live requests users sent while the candidate sat at weight 0, replayed to both variants.
+    assert result["requests"] >= 5 and result["candidate_errors"] == 0, result
+    assert result["similarity"] is not None and result["candidate_p95_ms"] and result["primary_p95_ms"]
+    states = outcome.states
+    assert states.index("TestCandidate") < states.index("ShadowBake") < states.index("CompareShadow")
+    assert states.index("CompareShadow") < states.index("SetWeights")

@@ -136,7 +136,7 @@ def test_no_failure_after_the_promotion_rolls_the_release_back() -> None:
             assert "Rollback" not in ends_of_catch(every, catch["Next"]), state_name
 
 
-def test_the_pre_traffic_gates_stand_before_the_lease_and_before_the_first_weight_change() -> None:
+def test_the_pre_traffic_gates_and_the_shadow_phase_stand_before_the_first_weight_change() -> None:
     every = states("canary_rollout.asl.json")
     gates_on = {"Variable": "$.plan.pre_traffic_gates", "BooleanEquals": True}
     # The artifact gate: after Validate, before a dry run's audit or the lease; a refusal changes nothing.
@@ -144,15 +144,22 @@ def test_the_pre_traffic_gates_stand_before_the_lease_and_before_the_first_weigh
     assert every["ArtifactGate?"]["Choices"] == [gates_on | {"Next": "CheckArtifact"}]
     assert every["CheckArtifact"]["Next"] == "DryRun?"
     assert [c["Next"] for c in every["CheckArtifact"]["Catch"]] == ["Refused"]
-    # The candidate gate: the canary is InService at weight 0; the first step starts only on its pass.
+    # The candidate gate, then the shadow phase: the canary is InService at weight 0; the first step starts
+    # only on their pass (or where they are off).
     into_first_step = {name for name, state in every.items() if "FirstStep" in next_states(state)}
-    assert into_first_step == {"Continue", "CandidateGate?", "CandidateVerdict"}
+    assert into_first_step == {"Continue", "Shadow?", "ShadowVerdict"}
     assert {c["StringEquals"]: c["Next"] for c in every["Continue"]["Choices"]}["steps"] == "CandidateGate?"
     assert every["CandidateGate?"]["Choices"] == [gates_on | {"Next": "TestCandidate"}]
+    assert every["CandidateGate?"]["Default"] == "Shadow?"
     assert every["CandidateVerdict"]["Choices"] == [
-        {"Variable": "$.candidate_gate.passed", "BooleanEquals": True, "Next": "FirstStep"}
+        {"Variable": "$.candidate_gate.passed", "BooleanEquals": True, "Next": "Shadow?"}
     ]
-    assert ends_of_catch(every, every["CandidateVerdict"]["Default"]) == {"Rollback"}
+    assert every["Shadow?"]["Choices"] == [{"Variable": "$.plan.shadow", "IsNull": False, "Next": "ShadowBake"}]
+    assert every["ShadowVerdict"]["Choices"] == [
+        {"Variable": "$.shadow_comparison.passed", "BooleanEquals": True, "Next": "FirstStep"}
+    ]
+    for verdict in ("CandidateVerdict", "ShadowVerdict"):
+        assert ends_of_catch(every, every[verdict]["Default"]) == {"Rollback"}
 
 
 def test_approval_waits_for_the_task_token_with_a_heartbeat_and_a_timeout() -> None:

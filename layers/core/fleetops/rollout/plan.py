@@ -23,6 +23,7 @@ from fleetops.model_contract import (
     adapter_problems,
     environment_problems,
 )
+from fleetops.promotion.shadow import ShadowSpec
 from fleetops.rollout.checks import Thresholds
 from fleetops.rollout.versions import (
     VERSION_PATTERN,
@@ -215,6 +216,11 @@ class RolloutRequest(StrictModel):
     thresholds: Thresholds = Thresholds()  # overrides of the limits in fleet_config/canary_checks.yaml
     in_service: InServiceSettings = InServiceSettings()
     max_extensions: int = Field(default=2, ge=0, le=10, description="extra bakes allowed on an inconclusive verdict")
+    shadow: ShadowSpec | None = Field(
+        default=None,
+        description="capture a sampled share of live requests at weight 0, replay them to the candidate and compare "
+        "before the first step (fleetops.promotion.shadow); None: no shadow phase",
+    )
     requested_by: str = Field(
         default=UNKNOWN_REQUESTER, max_length=256, description="the IAM principal ARN of who asked (the signed caller)"
     )
@@ -348,6 +354,11 @@ class RolloutPlan(StrictModel):
     pre_traffic_gates: bool = Field(
         default=True, description="the artifact gate before the lease, the candidate gate before the first step"
     )
+    shadow: ShadowSpec | None = None
+    capture_uri: str | None = Field(default=None, description="where the canary config's data capture writes")
+    canary_data_capture: dict[str, Any] | None = Field(
+        default=None, description="the canary config's DataCaptureConfig"
+    )
     dry_run: bool = False
     kind: Literal["rollout-plan"] = "rollout-plan"
 
@@ -388,7 +399,8 @@ def lease_budget_seconds(request: RolloutRequest) -> int:
     specs = request.step_specs()
     approvals = sum(bool(s.approval) for s in specs) * request.approval.timeout_seconds
     bakes = sum(s.bake_seconds or 0 for s in specs) * (1 + request.max_extensions)
-    return approvals + bakes + (len(specs) + 3) * sum(request.in_service.waits()) + 3600
+    shadow = request.shadow.seconds if request.shadow else 0
+    return approvals + bakes + shadow + (len(specs) + 3) * sum(request.in_service.waits()) + 3600
 
 
 def _split_weight(total: float, variants: tuple[VariantSnapshot, ...]) -> list[dict[str, Any]]:
@@ -409,11 +421,13 @@ def build_plan(
     dry_run: bool = False,
     network_isolation: bool = True,
     pre_traffic_gates: bool = True,
+    capture_bucket: str | None = None,
 ) -> RolloutPlan:
     """Compute the rollout plan from the request and the endpoint as it is now.
 
     ``network_isolation`` is CreateModel's ``EnableNetworkIsolation`` and ``pre_traffic_gates`` whether the
-    workflow runs the artifact and candidate gates (both from the environment's ``rollout_policy``).
+    workflow runs the artifact and candidate gates (both from the environment's ``rollout_policy``);
+    ``capture_bucket`` is where a shadowed rollout's data capture writes (the stack's artifact bucket).
 
     Raises
     ------
@@ -484,6 +498,9 @@ def build_plan(
     )
     waits = request.in_service.waits()
     budget = lease_budget_seconds(request)
+    capture_uri = f"s3://{capture_bucket}/shadow-capture/{request.rollout_id}" if request.shadow else None
+    if request.shadow and not capture_bucket:
+        raise RolloutInputError("invalid rollout request: shadow: the stack names no bucket for the data capture")
     now_epoch = int(now.timestamp())
     release = request.model.release()
     pointer = Pointer(
@@ -552,6 +569,17 @@ def build_plan(
         previous_pointer_json=previous_pointer.to_json(),
         dry_run=dry_run or request.dry_run,
         pre_traffic_gates=pre_traffic_gates,
+        shadow=request.shadow,
+        capture_uri=capture_uri,
+        canary_data_capture=None
+        if request.shadow is None
+        else {
+            "EnableCapture": True,
+            "InitialSamplingPercentage": request.shadow.sampling_percent,
+            "DestinationS3Uri": capture_uri,
+            "CaptureOptions": [{"CaptureMode": "Input"}, {"CaptureMode": "Output"}],
+            "CaptureContentTypeHeader": {"JsonContentTypes": ["application/json"]},
+        },
         change=release_change(current_pointer.release() if current_pointer else None, release),
         registry_item={
             REGISTRY_PK: {"S": request.model.name},

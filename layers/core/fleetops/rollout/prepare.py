@@ -93,4 +93,5 @@ def prepare_rollout(request: dict[str, Any], now: datetime, deps: PrepareDeps) -
         dry_run=deps.dry_run,
         network_isolation=guarded.floors.network_isolation,
         pre_traffic_gates=guarded.floors.pre_traffic_gates,
+        capture_bucket=deps.stack.artifact_bucket,
     )
