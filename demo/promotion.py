@@ -6,7 +6,8 @@ users asking all along, three candidates ship:
 1. one whose ``tokenizer.json`` was cut off halfway: the artifact gate refuses it before anything is created;
 2. one whose adapters were trained on store text: the canary starts at weight 0, answers the load test, fails
    the evaluation suite and is rolled back; its own gateway counted only the gate's requests;
-3. one whose adapters were trained on the suite's answers: it passes both gates, bakes and is promoted.
+3. one whose adapters were trained on the suite's answers: it passes both gates, bakes and is promoted;
+4. the same, shadowed first: live requests captured at weight 0 are replayed to it and compared.
 
 The adapters are real LoRA adapters trained on the CPU in seconds (devtools/eval_adapters.py); the suite is the
 shipped ``fleet_config/eval_suite.yaml``.
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from devtools.emulator import MotoServer
 from devtools.local_system import local_system
-from devtools.promotion_scenarios import PromotionOutcome, candidate_artifact, promote
+from devtools.promotion_scenarios import LOCAL_SHADOW, PromotionOutcome, candidate_artifact, promote
 from devtools.tiny_model import ensure_tiny_model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,3 +58,8 @@ def run(emulator: MotoServer) -> None:
             _report(promote(system, "v2-bad", candidate_artifact(system, "v2-bad", "bad")))
             _say("\n--- 3. a candidate whose adapters answer the evaluation suite")
             _report(promote(system, "v2-good", candidate_artifact(system, "v2-good", "good")))
+            _say("\n--- 4. the same candidate with the shadow option: live requests replayed to it at weight 0")
+            url = candidate_artifact(system, "v3-shadow", "good")
+            shadowed = promote(system, "v3-shadow", url, shadow=LOCAL_SHADOW)
+            _report(shadowed)
+            _say(f"the rollout's output says: {shadowed.output.get('shadow_comparison', {}).get('summary')}")

@@ -94,6 +94,18 @@ def promote(system: LocalSystem, rollout_id: str, url: str, timeout_s: float = 9
     return outcome
 
 
+#: A shadow phase sized for the local system: every live request captured for 20 s, the thresholds wide (the CPU
+#: model's latency is noisy; the primary's random adapters answer unlike a trained candidate).
+LOCAL_SHADOW = {
+    "sampling_percent": 100,
+    "seconds": 20,
+    "min_requests": 5,
+    "min_similarity": 0.0,
+    "max_error_rate": 0.0,
+    "max_latency_ratio": 10.0,
+}
+
+
 def users_on(outcome: PromotionOutcome, variant: str) -> list[Answer]:
     return [a for a in outcome.users if a.variant == variant]
 
