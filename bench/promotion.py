@@ -7,7 +7,8 @@
   ``Requests``, read back from CloudWatch) minus those the gate sent, while users asked throughout; summed over
   a candidate with a broken tokenizer and one whose adapter misses the suite's titles.
 - ``shadow_*``: a good candidate with the shadow option (``LOCAL_SHADOW``): the live requests captured at weight 0
-  and replayed, their mean similarity to the answers users got, and both variants' replayed p95.
+  and replayed, their mean similarity to the answers users got (and the primary's own, the ceiling sampled
+  decoding leaves), and both variants' replayed p95.
 
 Runs the scenarios of ``tests/integration/local_system/test_promotion_gates.py`` (devtools.promotion_scenarios)
 once each on one gated stack; takes several minutes (real CPU engines start for every canary).
@@ -51,6 +52,7 @@ def run() -> dict[str, float]:
         "shadow_promoted": float(shadowed.execution["status"] == "SUCCEEDED"),
         "shadow_requests_replayed": float(shadow.get("requests", -1)),
         "shadow_similarity": float(shadow.get("similarity") or -1.0),
+        "shadow_primary_similarity": float(shadow.get("primary_similarity") or -1.0),
         "shadow_candidate_p95_ms": float(shadow.get("candidate_p95_ms") or -1.0),
         "shadow_primary_p95_ms": float(shadow.get("primary_p95_ms") or -1.0),
     }

@@ -52,8 +52,8 @@ def test_a_candidate_as_reliable_as_fast_and_close_to_the_users_answers_passes()
 
     assert result.passed and result.similarity == 1.0 and result.candidate_p95_ms == result.primary_p95_ms == 200.0
     assert result.summary == (
-        "shadow passed: 4 live requests replayed: similarity to the users' answers 1.0 (min 0.6), errors 0 "
-        "(primary 0), p95 200.0 ms (primary 200.0 ms)"
+        "shadow passed: 4 live requests replayed: similarity to the users' answers 1.0 (min 0.6; the primary's "
+        "own 0.917), errors 0 (primary 0), p95 200.0 ms (primary 200.0 ms)"
     )
 
 

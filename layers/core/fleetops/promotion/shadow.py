@@ -61,6 +61,9 @@ class ShadowComparison(StrictModel):
     summary: str
     requests: int
     similarity: float | None
+    primary_similarity: float | None = Field(
+        description="the primary's replayed answers against the users' (the same model): what sampling alone gives"
+    )
     candidate_errors: int
     primary_errors: int
     candidate_p95_ms: float | None
@@ -131,12 +134,21 @@ def _p95_ms(seconds: list[float]) -> float | None:
     return round(ordered[max(0, -(-95 * len(ordered) // 100) - 1)] * 1000, 1)
 
 
+def _mean_similarity(pairs: list[tuple[str | None, str | None]]) -> float | None:
+    scores = [similarity(answer, user) for answer, user in pairs if answer and user]
+    return round(statistics.fmean(scores), 3) if scores else None
+
+
 def judge_shadow(replays: list[Replayed], spec: ShadowSpec) -> ShadowComparison:
-    """The shadow gate: enough requests, the candidate as reliable, about as fast, and close to what users got."""
+    """The shadow gate: enough requests, the candidate as reliable, about as fast, and close to what users got.
+
+    The primary's own replayed answers are scored the same way: with sampled decoding even the same model does
+    not repeat itself, so that figure is the ceiling to set ``min_similarity`` against.
+    """
     candidate_errors = sum(r.candidate is None for r in replays)
     primary_errors = sum(r.primary is None for r in replays)
-    scores = [similarity(r.candidate, r.user_answer) for r in replays if r.candidate and r.user_answer]
-    mean = round(statistics.fmean(scores), 3) if scores else None
+    mean = _mean_similarity([(r.candidate, r.user_answer) for r in replays])
+    reference = _mean_similarity([(r.primary, r.user_answer) for r in replays])
     candidate_p95 = _p95_ms([r.candidate_seconds for r in replays if r.candidate is not None])
     primary_p95 = _p95_ms([r.primary_seconds for r in replays if r.primary is not None])
     problems = []
@@ -151,7 +163,8 @@ def judge_shadow(replays: list[Replayed], spec: ShadowSpec) -> ShadowComparison:
             f"p95 {candidate_p95:.0f} ms above {spec.max_latency_ratio:g} x the primary's {primary_p95:.0f}"
         )
     numbers = (
-        f"{len(replays)} live requests replayed: similarity to the users' answers {mean} (min {spec.min_similarity}), "
+        f"{len(replays)} live requests replayed: similarity to the users' answers {mean} (min {spec.min_similarity}; "
+        f"the primary's own {reference}), "
         f"errors {candidate_errors} (primary {primary_errors}), p95 {candidate_p95} ms (primary {primary_p95} ms)"
     )
     return ShadowComparison(
@@ -159,6 +172,7 @@ def judge_shadow(replays: list[Replayed], spec: ShadowSpec) -> ShadowComparison:
         summary=("shadow passed: " if not problems else "shadow failed: " + "; ".join(problems) + ". ") + numbers,
         requests=len(replays),
         similarity=mean,
+        primary_similarity=reference,
         candidate_errors=candidate_errors,
         primary_errors=primary_errors,
         candidate_p95_ms=candidate_p95,
