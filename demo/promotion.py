@@ -38,11 +38,12 @@ def _report(outcome: PromotionOutcome) -> None:
     gate = outcome.candidate_gate
     if gate is not None:
         _say(f"candidate gate: {gate['summary'][:300]}")
-        _say(
-            f"requests the candidate's gateway counted: {outcome.candidate_requests:.0f}, sent by the gate: "
-            f"{outcome.gate_requests} -> user requests that reached it while gated: "
-            f"{outcome.user_requests_to_candidate:.0f}"
-        )
+        counted = f"requests the candidate's gateway counted: {outcome.candidate_requests:.0f}, the gate sent "
+        if "SetWeights" in outcome.states:  # users were routed to it from the first step on, as they should
+            _say(counted + f"{outcome.gate_requests}; users reached it from its first step on")
+        else:
+            _say(counted + f"{outcome.gate_requests} -> user requests that reached it: "
+                 f"{outcome.user_requests_to_candidate:.0f}")  # fmt: skip
     users = {a.variant for a in outcome.users}
     _say(f"users answered: {len(outcome.users)}, by {sorted(users)}; gates took {outcome.gate_seconds:.1f} s")
 
