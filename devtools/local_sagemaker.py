@@ -80,6 +80,7 @@ from devtools.emulator_extensions import sagemaker, sagemaker_runtime
 from devtools.local_serving import CPU_ENGINE_ARGS, Process, _spawn, engine_env, engine_pids, write_config
 from devtools.tiny_model import LORA_RANK, LORA_TARGETS, VERSION, TinyModel
 from fleetops.model_contract import ENGINE_KNOB_PREFIX, OWNED
+from fleetops.promotion.artifact_s3 import ArtifactFetchError, split_s3_url
 
 if TYPE_CHECKING:
     from moto.sagemaker.models import FakeEndpoint, FakeEndpointConfig, SageMakerModelBackend
@@ -114,20 +115,6 @@ def image_repository(image: str) -> str:
     # Docker's rule: the first component is a registry when it has a dot or a port, or is localhost.
     path = rest if sep and ("." in first or ":" in first or first == "localhost") else image
     return re.split(r"[:@]", path, maxsplit=1)[0]
-
-
-def split_s3_url(url: str) -> tuple[str, str]:
-    """``s3://bucket/key`` as ``(bucket, key)``.
-
-    Examples
-    --------
-    >>> split_s3_url("s3://models/manga/v7/model.tar.gz")
-    ('models', 'manga/v7/model.tar.gz')
-    """
-    match = re.fullmatch(r"s3://([^/]+)/(.+)", url)
-    if match is None:
-        raise ValueError(f"not an s3://bucket/key URL: {url!r}")
-    return match.group(1), match.group(2)
 
 
 def model_folder(tiny: TinyModel, dest: Path, adapters: Mapping[str, Path] | None = None) -> Path:
@@ -578,7 +565,7 @@ class LocalSageMaker:
             else:
                 model_dir = self.image_model or self.workdir / "empty-model"
                 model_dir.mkdir(parents=True, exist_ok=True)
-        except (BotoCoreError, ClientError, OSError, ValueError, tarfile.TarError) as exc:
+        except (BotoCoreError, ClientError, OSError, ValueError, ArtifactFetchError, tarfile.TarError) as exc:
             container.failure = (
                 f'Failed to download model data for container "container_1" from URL: "{container.model_data_url}". '
                 "Please ensure that there is an object located at the URL and that the role passed to "

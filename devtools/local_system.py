@@ -38,13 +38,15 @@ from devtools import rollout_workflow as wf
 from devtools.alarms import RemediationFlow, remediation_flow
 from devtools.aws_resources import create_core_resources, create_inbox, create_table
 from devtools.lambda_dispatch import cold_start_environment
-from devtools.local_sagemaker import LocalSageMaker, hosting, make_adapter, package_model, split_s3_url
+from devtools.local_sagemaker import LocalSageMaker, hosting, make_adapter, package_model
 from devtools.remediation_stack import RemediationStack
 from devtools.tiny_model import TinyModel, write_broken_tokenizer_model, write_truncated_vocab_model
 from fleetops.aws.autoscaling import DIMENSION, resource_id
 from fleetops.aws.autoscaling import NAMESPACE as SCALING_NAMESPACE
 from fleetops.metrics import NAMESPACE, Dimension, MetricName
 from fleetops.model_contract import EngineKnobs, ModelContract
+from fleetops.promotion.artifact import checksums
+from fleetops.promotion.artifact_s3 import split_s3_url
 from fleetops.rollout.checks import load_canary_checks
 from fleetops.tables import IDEMPOTENCY_PK, REMEDIATION_STATE_PK
 
@@ -145,18 +147,19 @@ def upload_artifact(
         BREAKAGES[broken](tiny.model_dir, root / "model")
         source = replace(tiny, root=root)
     archive = package_model(source, workdir / "uploads" / f"{name}.tar.gz", adapters or dict(tiny.adapters))
-    checksums = packed_checksums(archive)
+    digests = packed_checksums(archive)
     bucket, key = split_s3_url(url)
     boto3.client("s3").upload_file(str(archive), bucket, key)
     archive.unlink()
-    return url, checksums
+    return url, digests
 
 
 def packed_checksums(archive: Path) -> dict[str, str]:
     """Each part's checksum, from the packed files: ``""`` the base model, ``adapters/<name>`` each adapter.
 
-    A part's checksum is ``sha256sum <its files, sorted> | sha256sum`` run in the part's folder, the digest
-    the rollout request carries (and the artifact gate recomputes on what it downloads).
+    A part's checksum is ``sha256sum <its files, sorted> | sha256sum`` run in the part's folder
+    (:func:`fleetops.promotion.artifact.checksums`), the digest the rollout request carries; the artifact gate
+    recomputes it from the files it streams.
     """
     parts: dict[str, dict[str, str]] = {}
     with tarfile.open(archive) as tar:
@@ -169,10 +172,7 @@ def packed_checksums(archive: Path) -> dict[str, str]:
             extracted = tar.extractfile(member)
             assert extracted is not None
             parts.setdefault(part, {})[relative] = hashlib.sha256(extracted.read()).hexdigest()
-    return {
-        part: hashlib.sha256("".join(f"{files[p]}  {p}\n" for p in sorted(files)).encode()).hexdigest()
-        for part, files in parts.items()
-    }
+    return {part: checksums(files).digest for part, files in parts.items()}
 
 
 @dataclass
@@ -221,9 +221,9 @@ class LocalSystem:
 
     def adapter_entries(self, model_data_url: str, names: Iterable[str], version: str = "v1") -> dict[str, Any]:
         """A rollout request's adapter entries for adapters of the artifact at ``adapters/<name>``, checksummed."""
-        checksums = self.checksums[model_data_url]
+        digests = self.checksums[model_data_url]
         return {
-            name: {"version": version, "path": f"adapters/{name}", "sha256": checksums[f"adapters/{name}"]}
+            name: {"version": version, "path": f"adapters/{name}", "sha256": digests[f"adapters/{name}"]}
             for name in names
         }
 

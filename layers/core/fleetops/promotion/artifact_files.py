@@ -10,15 +10,17 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import IO
 
 from fleetops.promotion.artifact import ArtifactCheck, check_artifact
 from fleetops.promotion.artifact_adapters import DEFAULT_MAX_LORA_RANK
 from fleetops.promotion.artifact_snapshot import MAX_JSON_BYTES, READ_SUFFIX, WEIGHTS_SUFFIX, FileFacts, Snapshot
 from fleetops.promotion.safetensors_header import PREFIX_BYTES, HeaderError, header_length
 
-_CHUNK = 1024 * 1024
+#: Bytes read at a time while hashing (weights are gigabytes).
+CHUNK_BYTES = 1024 * 1024
 
 
 def file_facts(name: str, size: int, chunks: Iterable[bytes]) -> FileFacts:
@@ -60,9 +62,15 @@ def file_facts(name: str, size: int, chunks: Iterable[bytes]) -> FileFacts:
     )
 
 
+def read_chunks(stream: IO[bytes]) -> Iterator[bytes]:
+    """A binary stream's bytes, :data:`CHUNK_BYTES` at a time."""
+    while chunk := stream.read(CHUNK_BYTES):
+        yield chunk
+
+
 def _facts(path: Path) -> FileFacts:
     with path.open("rb") as stream:
-        return file_facts(path.name, path.stat().st_size, iter(lambda: stream.read(_CHUNK), b""))
+        return file_facts(path.name, path.stat().st_size, read_chunks(stream))
 
 
 def read_snapshot(root: Path) -> Snapshot:

@@ -11,19 +11,16 @@ followed, and the gate refuses them.
 from __future__ import annotations
 
 import tarfile
-from collections.abc import Iterator
 from pathlib import PurePosixPath
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 from fleetops.promotion.artifact import ArtifactCheck, check_artifact
 from fleetops.promotion.artifact_adapters import DEFAULT_MAX_LORA_RANK
-from fleetops.promotion.artifact_files import file_facts
+from fleetops.promotion.artifact_files import CHUNK_BYTES, file_facts, read_chunks
 from fleetops.promotion.artifact_snapshot import FileFacts, Snapshot
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
-
-_CHUNK = 1024 * 1024
 
 
 class ArtifactFetchError(Exception):
@@ -64,13 +61,8 @@ def _prefix_snapshot(s3: S3Client, bucket: str, prefix: str) -> Snapshot:
                 continue
             body = s3.get_object(Bucket=bucket, Key=item["Key"])["Body"]
             path = _relative(item["Key"], prefix)
-            files[path] = file_facts(path, item["Size"], body.iter_chunks(_CHUNK))
+            files[path] = file_facts(path, item["Size"], body.iter_chunks(CHUNK_BYTES))
     return Snapshot(files=files)
-
-
-def _chunks(stream: IO[bytes]) -> Iterator[bytes]:
-    while chunk := stream.read(_CHUNK):
-        yield chunk
 
 
 def _tarball_snapshot(s3: S3Client, bucket: str, key: str) -> Snapshot:
@@ -92,7 +84,7 @@ def _tarball_snapshot(s3: S3Client, bucket: str, key: str) -> Snapshot:
                 else:
                     stream = tar.extractfile(member)
                     assert stream is not None  # a regular file always has one
-                    files[path.as_posix()] = file_facts(path.as_posix(), member.size, _chunks(stream))
+                    files[path.as_posix()] = file_facts(path.as_posix(), member.size, read_chunks(stream))
     except (tarfile.TarError, OSError, EOFError, ArtifactFetchError) as exc:
         raise ArtifactFetchError(f"s3://{bucket}/{key}: cannot be unpacked safely: {exc}") from exc
     return Snapshot(files=files, links=tuple(sorted(links)))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from fleetops.promotion.candidate_gate import Invoke, Reply
+from fleetops.promotion.candidate_gate import Invoke, Reply, answer_text
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker_runtime import SageMakerRuntimeClient
@@ -21,23 +21,6 @@ if TYPE_CHECKING:
 #: Tells the container's logs which requests were the gate's (SageMaker passes it on as
 #: ``X-Amzn-SageMaker-Custom-Attributes``).
 GATE_ATTRIBUTE = "pre-traffic-gate"
-
-
-def answer_text(payload: dict[str, Any]) -> str | None:
-    """The answer of an OpenAI chat completion; ``None`` for the gateway's fallback, which is no model answer.
-
-    Examples
-    --------
-    >>> answer_text({"choices": [{"message": {"content": "Try Frieren."}, "finish_reason": "stop"}]})
-    'Try Frieren.'
-    >>> answer_text({"choices": [{"message": {"content": "Sorry"}, "finish_reason": "fallback"}]}) is None
-    True
-    """
-    choices = payload.get("choices") or [{}]
-    if choices[0].get("finish_reason") == "fallback":
-        return None
-    content = (choices[0].get("message") or {}).get("content")
-    return content if isinstance(content, str) else None
 
 
 def variant_invoker(runtime: SageMakerRuntimeClient, endpoint_name: str) -> Invoke:

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import Field
 
+from fleetops.promotion.candidate_gate import answer_text
 from fleetops.validation import StrictModel
 
 
@@ -77,13 +78,10 @@ def _data(capture: dict[str, Any]) -> str:
 
 def _answer(payload: str) -> str | None:
     try:
-        choices = json.loads(payload).get("choices") or [{}]
-    except (ValueError, AttributeError):
+        answer = json.loads(payload)
+    except ValueError:
         return None
-    if choices[0].get("finish_reason") == "fallback":
-        return None
-    content = (choices[0].get("message") or {}).get("content")
-    return content if isinstance(content, str) else None
+    return answer_text(answer) if isinstance(answer, dict) else None
 
 
 def parse_capture(jsonl: str) -> list[Captured]:

@@ -355,7 +355,6 @@ class RolloutPlan(StrictModel):
         default=True, description="the artifact gate before the lease, the candidate gate before the first step"
     )
     shadow: ShadowSpec | None = None
-    capture_uri: str | None = Field(default=None, description="where the canary config's data capture writes")
     canary_data_capture: dict[str, Any] | None = Field(
         default=None, description="the canary config's DataCaptureConfig"
     )
@@ -570,7 +569,6 @@ def build_plan(
         dry_run=dry_run or request.dry_run,
         pre_traffic_gates=pre_traffic_gates,
         shadow=request.shadow,
-        capture_uri=capture_uri,
         canary_data_capture=None
         if request.shadow is None
         else {
