@@ -1,4 +1,4 @@
-"""Release calendar: one list of entries, each a kind of its own (weekly, dated, yearly, daily off-peak).
+"""Release calendar: one list of entries, each a kind of its own (weekly, dated, yearly, daily, daily off-peak).
 
 :data:`CalendarEntry` is a pydantic union discriminated on ``kind``; each kind is one model that says when
 it happens (:meth:`spans`), so adding a kind is adding one class here and naming it in the union.
@@ -52,6 +52,12 @@ class Occurrence(StrictModel):
     reason: str
     timezone: str
     endpoints: tuple[str, ...]
+    kind: str = ""  # the entry's kind: a one-off keeps its configured size, the others can learn theirs
+
+    @property
+    def raises(self) -> bool:
+        """An event (multiplier >= 1) raises capacity; an off-peak window lowers it."""
+        return self.multiplier >= 1
 
     def applies_to(self, endpoint: str) -> bool:
         return not self.endpoints or endpoint in self.endpoints
@@ -93,6 +99,7 @@ class _Entry(StrictModel):
                         reason=self.reason or self.name,
                         timezone=self.timezone,
                         endpoints=self.endpoints,
+                        kind=str(getattr(self, "kind", "")),
                     )
                 )
         return found
@@ -222,13 +229,38 @@ class OffPeakWindow(_Entry):
         return self
 
     def spans(self, window_start: datetime, window_end: datetime) -> Iterator[Span]:
-        for day in _days(window_start, window_end, self.zone):
-            end_day = day + timedelta(days=1) if self.end <= self.start else day
-            yield _local(day, self.start, self.zone), _local(end_day, self.end, self.zone)
+        return _daily_spans(self.start, self.end, self.zone, window_start, window_end)
+
+
+class DailyWindow(_Entry):
+    """Every day from ``start`` to ``end`` local time (may cross midnight), multiplier 1 or more: a daily busy
+    window that raises capacity (e.g. the evening reading hour), the counterpart of :class:`OffPeakWindow`."""
+
+    kind: Literal["daily"] = "daily"
+    start: time
+    end: time
+    multiplier: float = Field(ge=1, description="traffic relative to the baseline inside the window")
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> DailyWindow:
+        if self.start == self.end:
+            raise ValueError("daily window start and end are equal")
+        return self
+
+    def spans(self, window_start: datetime, window_end: datetime) -> Iterator[Span]:
+        return _daily_spans(self.start, self.end, self.zone, window_start, window_end)
+
+
+def _daily_spans(
+    start: time, end: time, zone: ZoneInfo, window_start: datetime, window_end: datetime
+) -> Iterator[Span]:
+    for day in _days(window_start, window_end, zone):
+        end_day = day + timedelta(days=1) if end <= start else day
+        yield _local(day, start, zone), _local(end_day, end, zone)
 
 
 # The one list of kinds: a new kind is a class above and its name here.
-_AnyEntry = RecurringEvent | OneOffEvent | OffPeakWindow | YearlyEvent
+_AnyEntry = RecurringEvent | OneOffEvent | OffPeakWindow | YearlyEvent | DailyWindow
 CalendarEntry = Annotated[_AnyEntry, Field(discriminator="kind")]
 
 KINDS: dict[str, type[_AnyEntry]] = {model.model_fields["kind"].default: model for model in get_args(_AnyEntry)}
@@ -287,7 +319,7 @@ def parse_entries(
     >>> (len(ok), bad[0].errors[0].startswith("timezone"))
     (0, True)
     >>> parse_entries("calendar-table", [{"name": "y", "kind": "monthly"}], "one_off", frozenset())[1][0].errors
-    ["kind: unknown kind 'monthly'; valid kinds: off_peak, one_off, recurring, yearly"]
+    ["kind: unknown kind 'monthly'; valid kinds: daily, off_peak, one_off, recurring, yearly"]
     """
     valid: list[CalendarEntry] = []
     invalid: list[InvalidEntry] = []

@@ -59,6 +59,25 @@ class PrescaleSettings(StrictModel):
     lead_time_minutes: int = Field(default=120, ge=0, description="scale up this long before an event starts")
     scale_in_delay_minutes: int = Field(default=15, ge=10, description="keep capacity this long after an event ends")
     planning_horizon_hours: int = Field(default=168, ge=1, le=24 * 14)
+    history_days: int = Field(
+        default=28,
+        ge=0,
+        le=63,
+        description="days of the variant's own Invocations the forecast reads (CloudWatch keeps 5-minute data for "
+        "63 days); 0 plans from the configured levels only",
+    )
+    min_history_days: float = Field(
+        default=7, ge=7, description="less history than this (a new endpoint) plans from the configured levels"
+    )
+    min_event_occurrences: int = Field(
+        default=2, ge=1, description="past occurrences an entry needs before its learned size replaces its multiplier"
+    )
+    max_scheduled_actions: int = Field(
+        default=150,
+        ge=2,
+        le=200,
+        description="scheduled actions kept per variant; Application Auto Scaling allows 200 per scalable target",
+    )
 
 
 class RolloutFloors(StrictModel):

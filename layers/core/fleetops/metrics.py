@@ -12,6 +12,10 @@ from enum import StrEnum
 #: CloudWatch namespace for everything the project emits (data plane and control plane).
 NAMESPACE = "MangaAssistant/LLMServing"
 
+#: SageMaker's own per-variant metrics that the control plane reads (the pre-scale forecast's history).
+SAGEMAKER_NAMESPACE = "AWS/SageMaker"
+SAGEMAKER_INVOCATIONS = "Invocations"
+
 
 class Dimension(StrEnum):
     """Dimension names. The container reads their values from its environment."""
@@ -61,6 +65,7 @@ class MetricName(StrEnum):
     # --- control plane ---
     PRESCALE_CHANGES = "PrescaleActionChanges"
     PRESCALE_INVALID_ENTRIES = "PrescaleInvalidEntries"
+    PRESCALE_OVER_CAP = "PrescaleForecastOverCap"  # requests a forecast above a variant's cap would fail
     REMEDIATION_ACTIONS = "RemediationActions"
     REMEDIATION_SKIPPED = "RemediationSkipped"  # planned (dry run / kill switch) or skipped by a rail
     REMEDIATION_FAILED = "RemediationFailed"  # refused by AWS after retries
@@ -96,6 +101,7 @@ UNITS: dict[MetricName, str] = {
     MetricName.BEDROCK_FALLBACK_ERRORS: "Count",
     MetricName.PRESCALE_CHANGES: "Count",
     MetricName.PRESCALE_INVALID_ENTRIES: "Count",
+    MetricName.PRESCALE_OVER_CAP: "Count",
     MetricName.REMEDIATION_ACTIONS: "Count",
     MetricName.REMEDIATION_SKIPPED: "Count",
     MetricName.REMEDIATION_FAILED: "Count",

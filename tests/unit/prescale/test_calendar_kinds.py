@@ -39,7 +39,7 @@ SPRING_ANIME = {
 
 
 def test_the_kinds() -> None:
-    assert sorted(KINDS) == ["off_peak", "one_off", "recurring", "yearly"]
+    assert sorted(KINDS) == ["daily", "off_peak", "one_off", "recurring", "yearly"]
 
 
 def test_rows_without_a_kind_read_as_their_source_always_did() -> None:
@@ -73,16 +73,16 @@ def test_an_unknown_kind_is_skipped_naming_the_entry_and_the_valid_kinds() -> No
     ok, bad = parse_entries("calendar-table", rows, "one_off", KNOWN)
 
     # What the operator sees in the plan's invalid_entries, the log line and the PrescaleInvalidEntries metric:
-    #   autumn-anime (calendar-table): kind: unknown kind 'seasonal'; valid kinds: off_peak, one_off, recurring, yearly
+    #   autumn-anime (calendar-table): kind: unknown kind 'seasonal'; valid kinds: daily, off_peak, one_off, recurring, yearly
     # and, for a row without a name, its position in its source (#2). The other entries still apply.
     assert [e.name for e in ok] == ["One Piece ch. 1100"]
     assert [(b.source, b.name, b.errors) for b in bad] == [
         (
             "calendar-table",
             "autumn-anime",
-            ["kind: unknown kind 'seasonal'; valid kinds: off_peak, one_off, recurring, yearly"],
+            ["kind: unknown kind 'seasonal'; valid kinds: daily, off_peak, one_off, recurring, yearly"],
         ),
-        ("calendar-table", "#2", ["kind: unknown kind 'monthly'; valid kinds: off_peak, one_off, recurring, yearly"]),
+        ("calendar-table", "#2", ["kind: unknown kind 'monthly'; valid kinds: daily, off_peak, one_off, recurring, yearly"]),
     ]
 
 

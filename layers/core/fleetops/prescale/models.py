@@ -7,6 +7,7 @@ from typing import Literal
 
 from fleetops.calendar import InvalidEntry
 from fleetops.capacity import ScheduledAction
+from fleetops.prescale.event_sizes import EventSize
 from fleetops.validation import StrictModel
 
 ACTION_PREFIX = "prescale-"
@@ -33,12 +34,38 @@ class Change(StrictModel):
     error: str = ""
 
 
+class ForecastSummary(StrictModel):
+    """Where a variant's plan came from: its own history (and what the forecast saw) or the configured levels."""
+
+    source: Literal["history", "configuration"]
+    why: str
+    history_days: float = 0.0
+    weekly_growth: float = 1.0
+    configured_baseline_rps: float
+    forecast_low_rps: float | None = None  # the horizon's quietest and busiest everyday slot
+    forecast_peak_rps: float | None = None
+
+
+class OverCap(StrictModel):
+    """A stretch of the horizon whose forecast needs more instances than the variant's cap allows."""
+
+    start: datetime
+    end: datetime
+    peak_instances: int
+    cap: int
+    requests_at_risk: int  # forecast requests beyond what ``cap`` instances serve at their rated rate
+
+
 class VariantPlan(StrictModel):
     endpoint_name: str
     variant_name: str
     current_min_capacity: int
     timeline: list[Step]
     desired: list[ScheduledAction]
+    forecast: ForecastSummary | None = None
+    event_sizes: list[EventSize] = []
+    over_cap: list[OverCap] = []
+    dropped_steps: list[Step] = []  # merged into their neighbours to stay within the scheduled-action quota
 
 
 class Plan(StrictModel):

@@ -77,6 +77,63 @@ def timeline(
     return current, steps
 
 
+def within_quota(current: int, steps: list[Step], limit: int, horizon_end: datetime) -> tuple[list[Step], list[Step]]:
+    """At most ``limit`` steps: merge the neighbouring steps whose merge costs the fewest instance-hours.
+
+    Application Auto Scaling keeps at most 200 scheduled actions per scalable target (not adjustable). Merging
+    two neighbouring stretches gives both the larger level, so a merge never lowers capacity below the plan; a
+    stretch is never merged into the level in force now when that would raise it (that would be a change now,
+    not a scheduled one). Returns the steps kept and those dropped.
+
+    Examples
+    --------
+    >>> t = datetime(2026, 12, 4, tzinfo=UTC)
+    >>> plan = [Step(at=t + timedelta(hours=h), min_capacity=n, timezone="UTC", reason="")
+    ...         for h, n in ((1, 4), (2, 5), (3, 4), (10, 2))]
+    >>> kept, dropped = within_quota(2, plan, 2, t + timedelta(hours=24))
+    >>> [(s.at.hour, s.min_capacity) for s in kept], [(s.at.hour, s.min_capacity) for s in dropped]
+    ([(1, 5), (10, 2)], [(2, 5), (3, 4)])
+    """
+    if len(steps) <= limit:
+        return steps, []
+    # Stretch 0 is the level in force now; stretch i >= 1 starts at steps[i - 1]. Its own length does not matter:
+    # it is never raised.
+    origin: list[Step | None] = [None, *steps]
+    levels = [current, *(step.min_capacity for step in steps)]
+    starts = [steps[0].at, *(step.at for step in steps)]
+    dropped: list[Step] = []
+    while len(levels) - 1 > limit:
+        best: tuple[float, int] | None = None
+        for j in range(len(levels) - 1):
+            if j == 0 and levels[1] > levels[0]:
+                continue
+            top = max(levels[j], levels[j + 1])
+            end = starts[j + 2] if j + 2 < len(starts) else horizon_end
+            cost = (top - levels[j]) * (starts[j + 1] - starts[j]).total_seconds()
+            cost += (top - levels[j + 1]) * (end - starts[j + 1]).total_seconds()
+            if best is None or cost < best[0]:
+                best = (cost, j)
+        if best is None:  # every remaining step rises from the level in force now: nothing can merge
+            break
+        j = best[1]
+        levels[j] = max(levels[j], levels.pop(j + 1))
+        starts.pop(j + 1)
+        merged = origin.pop(j + 1)
+        assert merged is not None
+        dropped.append(merged)
+    kept: list[Step] = []
+    for step, level in zip(origin[1:], levels[1:], strict=True):
+        assert step is not None
+        if level == (kept[-1].min_capacity if kept else current):
+            dropped.append(step)  # a merge left it at the level before it
+            continue
+        merged = f"{step.reason} (merged to stay in quota)"
+        kept.append(
+            step if step.min_capacity == level else step.model_copy(update={"min_capacity": level, "reason": merged})
+        )
+    return kept, sorted(dropped, key=lambda s: s.at)
+
+
 def action_name(endpoint_name: str, variant_name: str, at: datetime) -> str:
     """Deterministic: the same step always gets the same name, so a second run changes nothing."""
     return f"{ACTION_PREFIX}{endpoint_name}-{variant_name}-{at.astimezone(UTC):%Y%m%dT%H%MZ}"

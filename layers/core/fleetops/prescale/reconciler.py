@@ -16,13 +16,16 @@ from fleetops.audit import AuditRecord, Outcome
 from fleetops.aws.audit_table import AuditTable
 from fleetops.aws.autoscaling import AutoScaling
 from fleetops.aws.lease import EndpointLease
+from fleetops.aws.notifier import Notifier
 from fleetops.aws.switches import KillSwitch
-from fleetops.calendar import CalendarEntry, InvalidEntry, parse_entries
+from fleetops.calendar import CalendarEntry, InvalidEntry, Occurrence, parse_entries
 from fleetops.capacity import ScheduledAction
-from fleetops.config import EndpointConfig, FleetConfig
+from fleetops.config import EndpointConfig, FleetConfig, VariantConfig
 from fleetops.prescale import planner
 from fleetops.prescale.calendar_table import CalendarTable
-from fleetops.prescale.models import ACTION_PREFIX, Change, Plan, VariantPlan
+from fleetops.prescale.demand_history import DemandHistory
+from fleetops.prescale.forecast_plan import HistoryPlan, plan_from_history
+from fleetops.prescale.models import ACTION_PREFIX, Change, ForecastSummary, Plan, VariantPlan
 
 ACTOR = "prescale"
 
@@ -44,6 +47,8 @@ class PrescaleDeps:
     audit: AuditTable
     kill_switch: KillSwitch
     lease: EndpointLease | None = None
+    history: DemandHistory | None = None  # None: plan from the configured levels only
+    notifier: Notifier | None = None  # a forecast above a variant's cap is sent here (and audited)
 
 
 def load_calendar(
@@ -67,14 +72,53 @@ def load_calendar(
     return entries, invalid
 
 
+def _configured(
+    variant: VariantConfig, found: list[Occurrence], config: FleetConfig, now: datetime, why: str
+) -> HistoryPlan:
+    current, steps = planner.timeline(variant, found, config.prescale, now)
+    summary = ForecastSummary(source="configuration", why=why, configured_baseline_rps=variant.baseline_rps)
+    return HistoryPlan(current=current, steps=steps, summary=summary, sizes=[], over_cap=[])
+
+
+def plan_variant(
+    config: FleetConfig,
+    endpoint_name: str,
+    variant: VariantConfig,
+    found: list[Occurrence],
+    now: datetime,
+    history: DemandHistory | None,
+) -> HistoryPlan:
+    """The variant's plan from its own history when there is enough of it, else from the configured levels."""
+    settings = config.prescale
+    if history is None or settings.history_days == 0:
+        return _configured(variant, found, config, now, "no history read (history_days 0): configured levels")
+    try:
+        series = history.invocations(endpoint_name, variant.name, now - timedelta(days=settings.history_days), now)
+    except (ClientError, BotoCoreError) as exc:  # after retries: today's behaviour beats no plan at all
+        return _configured(
+            variant, found, config, now, f"could not read the Invocations history ({exc}): configured levels"
+        )
+    days = series.days_recorded()
+    if days < settings.min_history_days:
+        why = f"{days:.1f} days of Invocations history, {settings.min_history_days:g} needed: configured levels"
+        return _configured(variant, found, config, now, why)
+    return plan_from_history(variant, found, settings, now, series)
+
+
 def plan_endpoint(
-    config: FleetConfig, endpoint: EndpointConfig, entries: list[CalendarEntry], now: datetime, autoscaling: AutoScaling
+    config: FleetConfig,
+    endpoint: EndpointConfig,
+    entries: list[CalendarEntry],
+    now: datetime,
+    autoscaling: AutoScaling,
+    history: DemandHistory | None = None,
 ) -> tuple[list[VariantPlan], list[Change]]:
     settings = config.prescale
-    # Wide enough to catch an event that started before now (still in its scale-in delay) and one whose
-    # lead time begins inside the horizon.
-    window_start = now - timedelta(days=8)
-    window_end = now + timedelta(hours=settings.planning_horizon_hours, minutes=settings.lead_time_minutes + 60)
+    # Wide enough to catch an event that started before now (still in its scale-in delay), one whose lead time
+    # begins inside the horizon, and every past occurrence the history holds (to learn its size).
+    window_start = now - timedelta(days=max(8, settings.history_days + 1))
+    horizon_end = now + timedelta(hours=settings.planning_horizon_hours)
+    window_end = horizon_end + timedelta(minutes=settings.lead_time_minutes + 60)
     found = [o for e in entries for o in e.occurrences(window_start, window_end) if o.applies_to(endpoint.name)]
     plans: list[VariantPlan] = []
     changes: list[Change] = []
@@ -85,12 +129,13 @@ def plan_endpoint(
                 f"endpoint {endpoint.name!r} variant {variant.name!r} has no scalable target registered with "
                 "Application Auto Scaling; register it (README, Deploy) or remove it from fleet.yaml"
             )
-        current, steps = planner.timeline(variant, found, settings, now)
+        plan = plan_variant(config, endpoint.name, variant, found, now, history)
+        steps, dropped = planner.within_quota(plan.current, plan.steps, settings.max_scheduled_actions, horizon_end)
         desired = planner.scheduled_actions(endpoint.name, variant, steps)
         actual = autoscaling.list_scheduled_actions(endpoint.name, variant.name, ACTION_PREFIX)
         reasons = {a.name: s.reason for a, s in zip(desired, steps, strict=True)}
         changes += planner.diff(desired, actual, reasons)
-        if target.min_capacity < current:
+        if target.min_capacity < plan.current:
             # Only ever raise now; lowering is left to the scheduled actions and the autoscaler.
             changes.append(
                 Change(
@@ -98,21 +143,77 @@ def plan_endpoint(
                     endpoint_name=endpoint.name,
                     variant_name=variant.name,
                     name=f"{endpoint.name}/{variant.name}",
-                    reason="an event is in effect now",
+                    reason="the plan needs more now"
+                    if plan.summary.source == "history"
+                    else "an event is in effect now",
                     before={"min_capacity": target.min_capacity, "max_capacity": target.max_capacity},
-                    after={"min_capacity": current, "max_capacity": max(target.max_capacity, current)},
+                    after={"min_capacity": plan.current, "max_capacity": max(target.max_capacity, plan.current)},
                 )
             )
         plans.append(
             VariantPlan(
                 endpoint_name=endpoint.name,
                 variant_name=variant.name,
-                current_min_capacity=current,
+                current_min_capacity=plan.current,
                 timeline=steps,
                 desired=desired,
+                forecast=plan.summary,
+                event_sizes=plan.sizes,
+                over_cap=plan.over_cap,
+                dropped_steps=dropped,
             )
         )
     return plans, changes
+
+
+REPORT_EVERY = timedelta(hours=24)
+
+
+def _report(deps: PrescaleDeps, plan: VariantPlan, trigger: str, now: datetime, dry_run: bool) -> None:
+    """Audit (and notify) what the plan could not do: a forecast above the cap, steps merged for the quota.
+
+    The reconciler runs every few minutes; each finding is reported once a day, keyed by what it is about.
+    """
+    where = f"{plan.endpoint_name}/{plan.variant_name}"
+    findings: list[tuple[str, str, str]] = []
+    for over in plan.over_cap:
+        key = f"{where}@{over.start.isoformat()}"
+        reason = (
+            f"the forecast needs {over.peak_instances} instances from {over.start:%a %Y-%m-%d %H:%M} to "
+            f"{over.end:%H:%M} UTC, above the cap of {over.cap}: about {over.requests_at_risk} requests would fail "
+            "or time out; raise the variant's cap in fleet.yaml (and the scalable target's MaxCapacity)"
+        )
+        findings.append((f"forecast over cap {where}", key, reason))
+    if plan.dropped_steps:
+        kept = len(plan.desired)
+        reason = (
+            f"{len(plan.dropped_steps)} step(s) merged into their neighbours to keep {kept} scheduled actions "
+            f"(Application Auto Scaling allows 200 per scalable target); first merged at "
+            f"{plan.dropped_steps[0].at:%a %H:%M} UTC"
+        )
+        findings.append((f"merge steps {where}", f"{where}@{now:%Y-%m-%d}", reason))
+    if not findings:
+        return
+    seen = {
+        (r.action, (r.after or {}).get("key")) for r in deps.audit.list(plan.endpoint_name, since=now - REPORT_EVERY)
+    }
+    for action, key, reason in findings:
+        if (action, key) in seen:
+            continue
+        record = AuditRecord(
+            endpoint_name=plan.endpoint_name,
+            actor=ACTOR,
+            trigger=trigger,
+            action=action,
+            reason=reason,
+            outcome="skipped",
+            after={"key": key},
+            dry_run=dry_run,
+            at=now,
+        )
+        deps.audit.write(record)
+        if deps.notifier is not None and action.startswith("forecast over cap"):
+            deps.notifier.publish(f"[prescale] forecast above the cap on {where}", reason)
 
 
 def _apply(change: Change, autoscaling: AutoScaling) -> None:
@@ -211,11 +312,13 @@ def reconcile(
     unmanaged: list[str] = []
     for endpoint in config.managed_by(environment):
         try:
-            plans, planned = plan_endpoint(config, endpoint, entries, now, deps.autoscaling)
+            plans, planned = plan_endpoint(config, endpoint, entries, now, deps.autoscaling, deps.history)
         except UnmanagedVariantError as exc:
             unmanaged.append(str(exc))
             continue
         variants += plans
+        for plan in plans:
+            _report(deps, plan, trigger, now, dry_run=held_back)
         if not planned:
             continue
         if held_back:

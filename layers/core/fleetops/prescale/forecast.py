@@ -1,0 +1,170 @@
+"""Demand forecast from a variant's own history: a seasonal (same slot of past weeks) median with a weekly trend.
+
+The model, in three lines:
+
+1. *Everyday demand*: the history with every calendar event window cut out and bridged by a straight line
+   between the slots on either side, so release nights never inflate the baseline (:func:`everyday`).
+2. *Trend*: the week-over-week ratio of mean everyday demand, the median of the ratios of consecutive whole
+   weeks, clamped to ``[1/MAX_WEEKLY_GROWTH, MAX_WEEKLY_GROWTH]`` (:func:`weekly_growth`).
+3. *Forecast* of a slot: the median, over the past weeks that hold it, of the same slot's everyday demand k
+   weeks ago times ``growth ** k`` (:func:`forecast`). One unannounced spike in one week is outvoted by the
+   others; with fewer weeks the median is a mean.
+
+Why not a library: statsmodels or Prophet would bring numpy, scipy and pandas (well over 100 MB and seconds of
+cold start) into a Lambda layer that holds pydantic and PyYAML; the model above is a few dozen lines a person can
+check by hand, and it is what the planner needs (a robust level per five minutes for the week ahead, not
+intervals). EC2 Auto Scaling's predictive scaling makes the same choice of inputs (the group's own last weeks).
+
+Everything is pure: a :class:`DemandSeries` in, numbers out. Slots are ``SLOT_S`` seconds, aligned to the epoch.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+SLOT_S = 300  # CloudWatch keeps 5-minute datapoints for 63 days (1-minute ones for 15): one period for all history
+SLOT = timedelta(seconds=SLOT_S)
+WEEK = timedelta(days=7)
+SLOTS_PER_WEEK = int(WEEK / SLOT)
+MAX_WEEKLY_GROWTH = 1.5  # a forecast that follows a trend, not one that explodes from two noisy weeks
+
+Span = tuple[datetime, datetime]
+
+
+def floor_slot(at: datetime) -> datetime:
+    """The start of the slot ``at`` falls in.
+
+    Examples
+    --------
+    >>> floor_slot(datetime(2026, 12, 4, 10, 7, 31, tzinfo=UTC)).isoformat()
+    '2026-12-04T10:05:00+00:00'
+    """
+    seconds = int(at.timestamp())
+    return datetime.fromtimestamp(seconds - seconds % SLOT_S, tz=UTC)
+
+
+@dataclass(frozen=True)
+class DemandSeries:
+    """Requests per second in each slot from ``start``; ``None`` where nothing was recorded yet (before the first
+    datapoint). ``start`` is slot-aligned UTC."""
+
+    start: datetime
+    rps: tuple[float | None, ...]
+
+    def __post_init__(self) -> None:
+        if self.start != floor_slot(self.start):
+            raise ValueError(f"series start {self.start.isoformat()} is not aligned to {SLOT_S} s")
+
+    @property
+    def end(self) -> datetime:
+        return self.start + len(self.rps) * SLOT
+
+    def index(self, at: datetime) -> int:
+        return int((at - self.start) / SLOT)
+
+    def at(self, when: datetime) -> float | None:
+        i = self.index(when)
+        return self.rps[i] if 0 <= i < len(self.rps) and when >= self.start else None
+
+    def days_recorded(self) -> float:
+        """Days from the first recorded slot to the end of the series."""
+        first = next((i for i, v in enumerate(self.rps) if v is not None), None)
+        return 0.0 if first is None else (len(self.rps) - first) * SLOT_S / 86400
+
+
+def everyday(series: DemandSeries, events: Sequence[Span]) -> DemandSeries:
+    """The series with every slot that touches an event span replaced by a line between its neighbours.
+
+    A masked run at the end of the series holds the last everyday value; one at the start holds the first.
+
+    Examples
+    --------
+    >>> t0 = datetime(2026, 12, 4, tzinfo=UTC)
+    >>> s = DemandSeries(t0, (1.0, 2.0, 9.0, 9.0, 5.0))
+    >>> everyday(s, [(t0 + 2 * SLOT, t0 + 4 * SLOT)]).rps  # the two 9s were a release night
+    (1.0, 2.0, 3.0, 4.0, 5.0)
+    """
+    values = list(series.rps)
+    masked = [False] * len(values)
+    for start, end in events:
+        first = max(0, series.index(floor_slot(start)))
+        last = min(len(values), series.index(floor_slot(end - timedelta(microseconds=1))) + 1)
+        for i in range(first, last):
+            masked[i] = values[i] is not None
+    i = 0
+    while i < len(values):
+        if not masked[i]:
+            i += 1
+            continue
+        j = i
+        while j < len(values) and masked[j]:
+            j += 1
+        before = values[i - 1] if i > 0 else None
+        after = values[j] if j < len(values) else None
+        for k in range(i, j):
+            if before is not None and after is not None:
+                values[k] = before + (after - before) * (k - i + 1) / (j - i + 1)
+            else:
+                values[k] = before if before is not None else after
+        i = j
+    return DemandSeries(series.start, tuple(values))
+
+
+def weekly_growth(series: DemandSeries) -> float:
+    """Median ratio of each whole week's mean demand to the week before it, counting back from the series' end
+    (1.0 with fewer than two whole weeks).
+
+    Examples
+    --------
+    >>> weeks = (1.0,) * SLOTS_PER_WEEK + (1.1,) * SLOTS_PER_WEEK + (1.21,) * SLOTS_PER_WEEK
+    >>> round(weekly_growth(DemandSeries(datetime(2026, 12, 7, tzinfo=UTC), weeks)), 3)
+    1.1
+    """
+    means = []
+    for k in range(1, len(series.rps) // SLOTS_PER_WEEK + 1):
+        begin = series.index(series.end - k * WEEK)
+        if begin < 0:
+            break
+        week = series.rps[begin : begin + SLOTS_PER_WEEK]
+        if len(week) < SLOTS_PER_WEEK or any(v is None for v in week):
+            break
+        means.append(statistics.fmean(v for v in week if v is not None))
+    ratios = [newer / older for newer, older in itertools.pairwise(means) if older > 0]
+    if not ratios:
+        return 1.0
+    return min(MAX_WEEKLY_GROWTH, max(1 / MAX_WEEKLY_GROWTH, statistics.median(ratios)))
+
+
+def forecast(series: DemandSeries, now: datetime, slots: Sequence[datetime], growth: float = 1.0) -> list[float | None]:
+    """Expected everyday demand (requests/s) of each slot in ``slots`` (all at or after ``now``).
+
+    The median over past weeks k = 1, 2, ... of ``series`` at ``slot - k weeks`` times ``growth ** k``, using
+    only history before ``now``; ``None`` for a slot no past week holds.
+
+    Examples
+    --------
+    Three past weeks held 10, 12 and 30 requests/s at this slot (the 30 an unannounced spike):
+
+    >>> now = datetime(2026, 12, 28, tzinfo=UTC)
+    >>> week = [0.0] * SLOTS_PER_WEEK
+    >>> history = DemandSeries(now - 3 * WEEK, tuple([30.0] + week[1:] + [12.0] + week[1:] + [10.0] + week[1:]))
+    >>> forecast(history, now, [now])
+    [12.0]
+    >>> forecast(history, now, [now], growth=1.1)  # median of 10 x 1.1, 12 x 1.21, 30 x 1.331
+    [14.52]
+    """
+    found: list[float | None] = []
+    for slot in slots:
+        seen = []
+        k = 1
+        while (past := slot - k * WEEK) >= series.start:
+            value = series.at(past) if past + SLOT <= now else None  # only whole slots before now
+            if value is not None:
+                seen.append(value * growth**k)
+            k += 1
+        found.append(round(statistics.median(seen), 6) if seen else None)
+    return found

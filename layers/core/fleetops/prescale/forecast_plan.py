@@ -1,0 +1,161 @@
+"""The MinCapacity timeline from a variant's own history: forecast demand per slot, raised by calendar events at
+their learned (or configured) size, turned into instances and held from ``lead_time_minutes`` before each slot that
+needs them until ``scale_in_delay_minutes`` after.
+
+Pure: the history comes in as a :class:`~fleetops.prescale.forecast.DemandSeries`; the reconciler reads it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from fleetops.calendar import Occurrence
+from fleetops.config import PrescaleSettings, VariantConfig
+from fleetops.prescale import event_sizes
+from fleetops.prescale.event_sizes import EventSize, Profile
+from fleetops.prescale.forecast import SLOT, SLOT_S, DemandSeries, everyday, floor_slot, forecast, weekly_growth
+from fleetops.prescale.models import ForecastSummary, OverCap, Step
+
+
+@dataclass(frozen=True)
+class HistoryPlan:
+    current: int
+    steps: list[Step]
+    summary: ForecastSummary
+    sizes: list[EventSize]
+    over_cap: list[OverCap]
+
+
+def _need(variant: VariantConfig, rps: float) -> int:
+    # round() first so that float noise (10 * 1.2 = 12.000000000000002) does not add an instance.
+    return math.ceil(round(rps * variant.headroom / variant.capacity_rps_per_instance, 9))
+
+
+@dataclass(frozen=True)
+class _Sized:
+    occurrence: Occurrence
+    size: EventSize
+    profile: Profile | None
+
+    def multiplier(self, slot: datetime) -> float:
+        occ = self.occurrence
+        if self.profile is not None:
+            return self.profile.multiplier(occ, slot)
+        return occ.multiplier if slot < occ.end and slot + SLOT > occ.start else 1.0
+
+    def label(self) -> str:
+        size = self.size.learned if self.size.used == "learned" else self.size.configured
+        return f"{self.occurrence.reason} ({self.size.used} x{size:g})"
+
+
+def _learn_sizes(
+    events: Sequence[Occurrence], history: DemandSeries, usual: DemandSeries, settings: PrescaleSettings
+) -> dict[str, tuple[EventSize, Profile | None]]:
+    by_name: dict[str, list[Occurrence]] = {}
+    for occ in events:
+        by_name.setdefault(occ.name, []).append(occ)
+    learned = {}
+    for name, found in by_name.items():
+        past = [o for o in found if o.end + event_sizes.LATE <= history.end]
+        first = found[0]
+        learned[name] = event_sizes.learn(
+            name, first.kind, first.multiplier, past, history, usual, settings.min_event_occurrences
+        )
+    return learned
+
+
+def _over_cap(variant: VariantConfig, slots: list[datetime], demand: list[float], needs: list[int]) -> list[OverCap]:
+    found: list[OverCap] = []
+    for slot, rps, need in zip(slots, demand, needs, strict=True):
+        if need <= variant.cap:
+            continue
+        at_risk = max(0, round((rps - variant.cap * variant.capacity_rps_per_instance) * SLOT_S))
+        last = found[-1] if found else None
+        if last is not None and last.end == slot:
+            found[-1] = last.model_copy(
+                update={
+                    "end": slot + SLOT,
+                    "peak_instances": max(last.peak_instances, need),
+                    "requests_at_risk": last.requests_at_risk + at_risk,
+                }
+            )
+        else:
+            found.append(
+                OverCap(start=slot, end=slot + SLOT, peak_instances=need, cap=variant.cap, requests_at_risk=at_risk)
+            )
+    return found
+
+
+def plan_from_history(
+    variant: VariantConfig,
+    occurrences: Sequence[Occurrence],
+    settings: PrescaleSettings,
+    now: datetime,
+    history: DemandSeries,
+) -> HistoryPlan:
+    """The MinCapacity in force at ``now`` and each change of it within the horizon, from ``history``.
+
+    ``occurrences`` are the endpoint's calendar occurrences from the start of the history to past the horizon;
+    off-peak windows among them are ignored (the history shows the quiet hours). The caller has checked that
+    the history is long enough (:attr:`PrescaleSettings.min_history_days`).
+    """
+    events = [o for o in occurrences if o.raises]
+    usual = everyday(history, [(o.start - event_sizes.EARLY, o.end + event_sizes.LATE) for o in events])
+    growth = weekly_growth(usual)
+    learned = _learn_sizes(events, history, usual, settings)
+    lead = timedelta(minutes=settings.lead_time_minutes)
+    delay = timedelta(minutes=settings.scale_in_delay_minutes)
+    first = floor_slot(now)
+    horizon_end = now + timedelta(hours=settings.planning_horizon_hours)
+    span_start, span_end = first - delay, horizon_end + lead + SLOT
+    slots = [span_start + i * SLOT for i in range(int((span_end - span_start) / SLOT))]
+    everyday_rps = [v if v is not None else variant.baseline_rps for v in forecast(usual, now, slots, growth)]
+    sized = [
+        _Sized(o, *learned[o.name])
+        for o in events
+        if o.end + event_sizes.LATE > span_start and o.start - event_sizes.EARLY < span_end
+    ]
+    demand = []
+    for slot, rps in zip(slots, everyday_rps, strict=True):
+        demand.append(rps * max([1.0, *(s.multiplier(slot) for s in sized)]))
+    needs = [_need(variant, rps) for rps in demand]
+    before, after = int(delay / SLOT), math.ceil(lead / SLOT)
+
+    def level(i: int) -> tuple[int, int]:
+        """MinCapacity at slot ``i``, and the slot whose need decides it."""
+        window = range(max(0, i - before), min(len(needs), i + after + 1))
+        top = max(window, key=lambda j: (needs[j], -j))
+        return max(variant.floor, min(variant.cap, needs[top])), top
+
+    def reason(top: int) -> str:
+        active = [s.label() for s in sized if s.multiplier(slots[top]) > 1.0]
+        at = f"forecast {demand[top]:.1f} req/s at {slots[top]:%a %H:%M} UTC"
+        return "; ".join([at, *active])
+
+    start_i = slots.index(first)
+    current, _ = level(start_i)
+    steps: list[Step] = []
+    previous = current
+    for i in range(start_i + 1, len(slots)):
+        if slots[i] > horizon_end:
+            break
+        value, top = level(i)
+        if value != previous:
+            steps.append(Step(at=slots[i], min_capacity=value, timezone="UTC", reason=reason(top)))
+            previous = value
+    horizon = [i for i, s in enumerate(slots) if first <= s < horizon_end]
+    summary = ForecastSummary(
+        source="history",
+        why=f"forecast from {history.days_recorded():.1f} days of the variant's own Invocations",
+        history_days=round(history.days_recorded(), 1),
+        weekly_growth=round(growth, 3),
+        configured_baseline_rps=variant.baseline_rps,
+        forecast_low_rps=round(min(everyday_rps[i] for i in horizon), 2),
+        forecast_peak_rps=round(max(everyday_rps[i] for i in horizon), 2),
+    )
+    over = _over_cap(variant, [slots[i] for i in horizon], [demand[i] for i in horizon], [needs[i] for i in horizon])
+    sizes = sorted((size for size, _ in learned.values()), key=lambda s: s.name)
+    return HistoryPlan(current=current, steps=steps, summary=summary, sizes=sizes, over_cap=over)
