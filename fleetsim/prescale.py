@@ -1,5 +1,6 @@
 """The pre-scale reconciler itself (``fleetops.prescale.reconciler.reconcile``) on the template's schedule, writing to
-an in-memory Application Auto Scaling whose scheduled actions fire on time."""
+an in-memory Application Auto Scaling whose scheduled actions fire on time, and reading its forecast's history from a
+simulated CloudWatch that holds the trace up to the simulated now (``fleetsim.history``)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from fleetops.aws.switches import KillSwitch
 from fleetops.capacity import ScalableTarget, ScheduledAction
 from fleetops.config import EndpointConfig, FleetConfig
 from fleetops.prescale.calendar_table import CalendarTable
+from fleetops.prescale.models import Plan
 from fleetops.prescale.reconciler import PrescaleDeps, reconcile
 from fleetsim.fleet import Minute, Scaler
+from fleetsim.history import SimulatedHistory
 
 
 class SimulatedAutoScaling(AutoScaling):
@@ -70,6 +73,9 @@ class _NoAudit(AuditTable):
     def write(self, record: AuditRecord) -> AuditRecord:
         return record
 
+    def list(self, endpoint_name: str, since: datetime | None = None) -> list[AuditRecord]:
+        return []
+
 
 class _Released(KillSwitch):
     def __init__(self) -> None:
@@ -87,9 +93,13 @@ class CalendarPrescale:
     endpoint: EndpointConfig
     one_off_rows: Sequence[dict[str, Any]]
     interval_s: int
+    history: SimulatedHistory | None = None  # None: the reconciler plans from the configured levels
     name: str = "calendar pre-scaling"
+    scheduled_actions_max: int = 0  # the most scheduled actions the reconciler kept at once
+    last_plan: Plan | None = None
     _autoscaling: SimulatedAutoScaling | None = None
     _next_run: datetime | None = None
+    _now: datetime | None = None
 
     def __post_init__(self) -> None:
         self._simulated = self.config.model_copy(update={"endpoints": (self.endpoint,)})  # this endpoint only
@@ -98,10 +108,27 @@ class CalendarPrescale:
         if self._autoscaling is None:
             self._autoscaling = SimulatedAutoScaling(scaler)
         self._autoscaling.fire_due(at)
+        self._now = at
         if self._next_run is None or at >= self._next_run:
-            deps = PrescaleDeps(self._autoscaling, _Rows(self.one_off_rows), _NoAudit(), _Released())
-            reconcile(self._simulated, deps, now=at, trigger="schedule", dry_run=False)
+            if self.history is not None:
+                self.history.now = at
+            deps = PrescaleDeps(
+                self._autoscaling, _Rows(self.one_off_rows), _NoAudit(), _Released(), history=self.history
+            )
+            self.last_plan = reconcile(self._simulated, deps, now=at, trigger="schedule", dry_run=False)
+            self.scheduled_actions_max = max(self.scheduled_actions_max, len(self._autoscaling.actions))
             self._next_run = at + timedelta(seconds=self.interval_s)
+
+    def plan_level(self) -> int | None:
+        """The MinCapacity the last plan sets for the simulated now (the level a released raise returns to)."""
+        if self.last_plan is None or not self.last_plan.variants or self._now is None:
+            return None
+        variant = self.last_plan.variants[0]
+        level = variant.current_min_capacity
+        for step in variant.timeline:
+            if step.at <= self._now:
+                level = step.min_capacity
+        return level
 
     def after(self, minute: Minute, scaler: Scaler) -> None:
         pass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +15,10 @@ from fleetops.config import EndpointConfig, FleetConfig, VariantConfig, load_fle
 from fleetops.prescale.reconciler import load_calendar
 from fleetops.remediation.models import Playbook, load_playbook
 from fleetsim import stack
-from fleetsim.fleet import FleetParams, Minute, Policy, Scaler, run
+from fleetsim.fleet import FleetParams, Minute, Scaler, run
+from fleetsim.history import SimulatedHistory
 from fleetsim.policies import AlarmResponse, CalendarPrescale, Combined, TargetTracking
-from fleetsim.traffic import TICK_S, Trace
+from fleetsim.traffic import TICK, TICK_S, Trace
 
 CONFIG_DIR = stack.REPO / "layers" / "core" / "fleet_config"
 FLEET = CONFIG_DIR / "fleet.yaml"
@@ -94,12 +96,15 @@ def load_setup(
     return setup
 
 
-def make_policy(name: str, setup: Setup) -> Policy:
+def make_policy(name: str, setup: Setup, history: SimulatedHistory | None = None) -> Combined:
+    """``reactive`` or ``project``; the project's reconciler reads ``history`` (None: configured levels only)."""
     tracking = TargetTracking(setup.tracking)
     if name == "reactive":
         return Combined("reactive", [tracking])
     if name == "project":
-        prescale = CalendarPrescale(setup.config, setup.endpoint, setup.one_off_rows, setup.prescale_interval_s)
+        prescale = CalendarPrescale(
+            setup.config, setup.endpoint, setup.one_off_rows, setup.prescale_interval_s, history=history
+        )
         responder = AlarmResponse(setup.playbook, setup.endpoint.name, setup.variant)
         return Combined("project", [prescale, tracking, responder])
     raise ValueError(f"unknown policy {name!r}; known: {POLICIES}")
@@ -135,6 +140,65 @@ def oracle(trace: Trace, setup: Setup) -> list[Minute]:
     return minutes
 
 
+def judged(trace: Trace, judge_from: datetime | None) -> Trace:
+    """The part of ``trace`` the policies are run and judged on: from ``judge_from`` (whole minutes) to the end."""
+    if judge_from is None:
+        return trace
+    skip = math.ceil((judge_from - trace.start) / TICK)
+    if not 0 <= skip < len(trace):
+        raise SetupError(f"judge_from {judge_from.isoformat()} is outside the trace")
+    start = trace.time(skip)
+    windows = tuple(w for w in trace.windows if w.end > start)
+    return Trace(start, trace.requests[skip:], windows)
+
+
+def starting_instances(trace: Trace, judge_from: Trace, setup: Setup) -> int:
+    """Instances serving when the judged part starts: the configured baseline's, or, with an hour of history
+    before it, what that hour's mean rate needed (the same for every policy)."""
+    before = trace.requests[max(0, len(trace) - len(judge_from) - 60) : len(trace) - len(judge_from)]
+    if len(before) < 60:
+        return instances_for(setup.variant, 1.0)
+    rps = sum(before) / len(before) / TICK_S
+    return instances_for(setup.variant, rps / setup.variant.baseline_rps) if setup.variant.baseline_rps else 1
+
+
+@dataclass(frozen=True)
+class PolicyRun:
+    minutes: list[Minute]
+    policy: Combined | None  # None for the oracle
+
+
+def run_policies(
+    trace: Trace,
+    setup: Setup,
+    *,
+    seed: int,
+    policies: Sequence[str] = POLICIES,
+    progress: Callable[[str], None] | None = None,
+    judge_from: datetime | None = None,
+) -> dict[str, PolicyRun]:
+    """Each policy's minutes (and the policy, to read what it kept) on the same trace, delays and start.
+
+    With ``judge_from`` the policies run from there on, and the trace before it is history: the project's
+    reconciler reads it (and what has been played so far) from a simulated CloudWatch that ends at the simulated
+    now. Without it, the whole trace is played and the reconciler has no history (configured levels).
+    """
+    played = judged(trace, judge_from)
+    runs: dict[str, PolicyRun] = {}
+    for name in policies:
+        if progress:
+            progress(f"simulating {name} over {len(played) * TICK_S / 86400:.1f} days")
+        if name == "oracle":
+            runs[name] = PolicyRun(oracle(played, setup), None)
+            continue
+        history = SimulatedHistory(trace) if judge_from is not None else None
+        start = starting_instances(trace, played, setup)
+        scaler = Scaler(min_capacity=setup.variant.floor, max_capacity=setup.variant.cap, desired=start)
+        policy = make_policy(name, setup, history)
+        runs[name] = PolicyRun(run(played, policy, scaler, setup.params, seed=seed), policy)
+    return runs
+
+
 def simulate(
     trace: Trace,
     setup: Setup,
@@ -142,16 +206,8 @@ def simulate(
     seed: int,
     policies: Sequence[str] = POLICIES,
     progress: Callable[[str], None] | None = None,
+    judge_from: datetime | None = None,
 ) -> dict[str, list[Minute]]:
     """Each policy's minutes on the same trace, the same instance delays (``seed``) and the same start."""
-    runs: dict[str, list[Minute]] = {}
-    for name in policies:
-        if progress:
-            progress(f"simulating {name} over {len(trace) * TICK_S / 86400:.1f} days")
-        if name == "oracle":
-            runs[name] = oracle(trace, setup)
-            continue
-        start = instances_for(setup.variant, 1.0)
-        scaler = Scaler(min_capacity=setup.variant.floor, max_capacity=setup.variant.cap, desired=start)
-        runs[name] = run(trace, make_policy(name, setup), scaler, setup.params, seed=seed)
-    return runs
+    runs = run_policies(trace, setup, seed=seed, policies=policies, progress=progress, judge_from=judge_from)
+    return {name: r.minutes for name, r in runs.items()}

@@ -157,14 +157,18 @@ def forecast(series: DemandSeries, now: datetime, slots: Sequence[datetime], gro
     >>> forecast(history, now, [now], growth=1.1)  # median of 10 x 1.1, 12 x 1.21, 30 x 1.331
     [14.52]
     """
+    # Slots before ``limit`` have ended by now; nothing at or after it is read.
+    limit = min(len(series.rps), int((now - series.start).total_seconds()) // SLOT_S)
+    scale = [growth**k for k in range(len(series.rps) // SLOTS_PER_WEEK + 2)]
     found: list[float | None] = []
     for slot in slots:
+        past = int((slot - series.start).total_seconds()) // SLOT_S - SLOTS_PER_WEEK
         seen = []
         k = 1
-        while (past := slot - k * WEEK) >= series.start:
-            value = series.at(past) if past + SLOT <= now else None  # only whole slots before now
+        while past >= 0:
+            value = series.rps[past] if past < limit else None
             if value is not None:
-                seen.append(value * growth**k)
-            k += 1
+                seen.append(value * scale[k])
+            k, past = k + 1, past - SLOTS_PER_WEEK
         found.append(round(statistics.median(seen), 6) if seen else None)
     return found

@@ -8,6 +8,7 @@ Pure: the history comes in as a :class:`~fleetops.prescale.forecast.DemandSeries
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -89,6 +90,30 @@ def _over_cap(variant: VariantConfig, slots: list[datetime], demand: list[float]
     return found
 
 
+def _window_max(values: Sequence[int], before: int, after: int) -> list[int]:
+    """For each i, the index of the first largest value in ``values[i - before : i + after + 1]`` (a sliding
+    window maximum, linear in the length).
+
+    Examples
+    --------
+    >>> _window_max([1, 3, 2, 2, 5, 1], before=1, after=1)
+    [1, 1, 1, 4, 4, 4]
+    """
+    found: list[int] = []
+    window: deque[int] = deque()  # indices whose values decrease; equal values keep the earlier one first
+    added = 0
+    for i in range(len(values)):
+        while added <= min(len(values) - 1, i + after):
+            while window and values[window[-1]] < values[added]:
+                window.pop()
+            window.append(added)
+            added += 1
+        while window[0] < i - before:
+            window.popleft()
+        found.append(window[0])
+    return found
+
+
 def plan_from_history(
     variant: VariantConfig,
     occurrences: Sequence[Occurrence],
@@ -118,17 +143,21 @@ def plan_from_history(
         for o in events
         if o.end + event_sizes.LATE > span_start and o.start - event_sizes.EARLY < span_end
     ]
-    demand = []
-    for slot, rps in zip(slots, everyday_rps, strict=True):
-        demand.append(rps * max([1.0, *(s.multiplier(slot) for s in sized)]))
+    lift = [1.0] * len(slots)
+    for event in sized:  # each event touches only the slots of its (widened) window
+        low = max(0, int((event.occurrence.start - event_sizes.EARLY - span_start) / SLOT))
+        high = min(len(slots), math.ceil((event.occurrence.end + event_sizes.LATE - span_start) / SLOT) + 1)
+        for i in range(low, high):
+            lift[i] = max(lift[i], event.multiplier(slots[i]))
+    demand = [rps * up for rps, up in zip(everyday_rps, lift, strict=True)]
     needs = [_need(variant, rps) for rps in demand]
     before, after = int(delay / SLOT), math.ceil(lead / SLOT)
+    # The level of slot i is the largest need from ``delay`` before it to ``lead`` after it, and the slot that
+    # decides it (the first such slot, for the step's reason).
+    deciding = _window_max(needs, before, after)
 
-    def level(i: int) -> tuple[int, int]:
-        """MinCapacity at slot ``i``, and the slot whose need decides it."""
-        window = range(max(0, i - before), min(len(needs), i + after + 1))
-        top = max(window, key=lambda j: (needs[j], -j))
-        return max(variant.floor, min(variant.cap, needs[top])), top
+    def level(i: int) -> int:
+        return max(variant.floor, min(variant.cap, needs[deciding[i]]))
 
     def reason(top: int) -> str:
         active = [s.label() for s in sized if s.multiplier(slots[top]) > 1.0]
@@ -136,15 +165,15 @@ def plan_from_history(
         return "; ".join([at, *active])
 
     start_i = slots.index(first)
-    current, _ = level(start_i)
+    current = level(start_i)
     steps: list[Step] = []
     previous = current
     for i in range(start_i + 1, len(slots)):
         if slots[i] > horizon_end:
             break
-        value, top = level(i)
+        value = level(i)
         if value != previous:
-            steps.append(Step(at=slots[i], min_capacity=value, timezone="UTC", reason=reason(top)))
+            steps.append(Step(at=slots[i], min_capacity=value, timezone="UTC", reason=reason(deciding[i])))
             previous = value
     horizon = [i for i, s in enumerate(slots) if first <= s < horizon_end]
     summary = ForecastSummary(
