@@ -127,9 +127,9 @@ def within_quota(current: int, steps: list[Step], limit: int, horizon_end: datet
         if level == (kept[-1].min_capacity if kept else current):
             dropped.append(step)  # a merge left it at the level before it
             continue
-        merged = f"{step.reason} (merged to stay in quota)"
+        note = f"{step.reason} (merged to stay in quota)"
         kept.append(
-            step if step.min_capacity == level else step.model_copy(update={"min_capacity": level, "reason": merged})
+            step if step.min_capacity == level else step.model_copy(update={"min_capacity": level, "reason": note})
         )
     return kept, sorted(dropped, key=lambda s: s.at)
 
