@@ -1,6 +1,10 @@
 """The playbook's alarms evaluated on the simulated metrics (queue depth from the simulated queue) and, on each
 transition, the alarm responder's decision core (``fleetops.remediation.decide.decide``) with its rails; its ``go``
-scale-outs are applied."""
+scale-outs are applied, stepping from the instances serving that minute.
+
+As the real responder does, each raise is recorded (:mod:`fleetops.remediation.raises`), and once its alarms
+have been OK for the playbook's ``raise_hold_seconds`` MinCapacity goes back to the plan's level, when the policy
+is told that level (``plan_level``)."""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from fleetops.metrics import MetricName
 from fleetops.remediation.alarm import ParsedAlarm, StateValue
 from fleetops.remediation.decide import Gate, RailState, decide
 from fleetops.remediation.models import ActionType, AlarmSpec, Playbook
+from fleetops.remediation.raises import RaiseRecord, alarmed, cleared, raised, release_due
 from fleetsim.fleet import Minute, Scaler
 
 #: The metrics the simulator produces, by the name the playbook's alarms watch.
@@ -57,13 +62,20 @@ class _AlarmState:
 
 @dataclass
 class AlarmResponse:
-    """CloudWatch's M-of-N evaluation of each simulated alarm kind, then the responder's ``decide``."""
+    """CloudWatch's M-of-N evaluation of each simulated alarm kind, then the responder's ``decide``.
+
+    ``plan_level`` returns the pre-scale plan's current MinCapacity; with it, a raise whose alarms have been OK
+    for ``rails.raise_hold_seconds`` is released to that level (the real stack's pre-scale reconciler does it
+    on its next run; here it happens the minute the hold ends). ``None`` leaves raises standing.
+    """
 
     playbook: Playbook
     endpoint_name: str
     variant: VariantConfig
     name: str = "alarm responder"
+    plan_level: Callable[[], int] | None = None
     rails: RailState = field(default_factory=RailState)
+    raise_record: RaiseRecord | None = None  # the in-memory form of the state table's raise for the variant
     decisions: list[tuple[datetime, str, str]] = field(default_factory=list)  # (at, kind, reason) of each plan
     _alarms: list[_AlarmState] = field(default_factory=list)
 
@@ -87,9 +99,20 @@ class AlarmResponse:
                 alarm.datapoints.popleft()
             new = alarm.verdict()
             if new != alarm.state:
-                self._transition(alarm, new, minute.at + timedelta(minutes=1), scaler)
+                self._transition(alarm, new, minute.at + timedelta(minutes=1), minute.serving, scaler)
+        self._release(minute.at + timedelta(minutes=1), scaler)
 
-    def _transition(self, alarm: _AlarmState, new: StateValue, at: datetime, scaler: Scaler) -> None:
+    def _release(self, at: datetime, scaler: Scaler) -> None:
+        record = self.raise_record
+        if self.plan_level is None or record is None or not release_due(record, at, self.playbook.rails.raise_hold):
+            return
+        level = self.plan_level()
+        scaler.set_range(level, scaler.max_capacity)  # desired stays: target tracking scales in from here
+        self.raise_record = None
+        reason = f"released raise to MinCapacity {record.min_capacity}: alarms OK since {record.cleared_at}"
+        self.decisions.append((at, "release", f"{reason}, back to the plan's {level}"))
+
+    def _transition(self, alarm: _AlarmState, new: StateValue, at: datetime, serving: int, scaler: Scaler) -> None:
         parsed = ParsedAlarm(
             alarm_name=f"simulated-remediation-{alarm.kind}-{self.endpoint_name}-{self.variant.name}",
             kind=alarm.kind,
@@ -105,9 +128,28 @@ class AlarmResponse:
         )
         alarm.state = new
         target = ScalableTarget(min_capacity=scaler.min_capacity, max_capacity=scaler.max_capacity)
-        decision = decide(parsed, self.variant, playbook=self.playbook, target=target, rails=self.rails, gate=Gate())
+        decision = decide(
+            parsed, self.variant, playbook=self.playbook, target=target, serving=serving, rails=self.rails, gate=Gate()
+        )
+        applied = False
         for plan in decision.plans:
             self.decisions.append((at, alarm.kind, f"{plan.action} {plan.status}: {plan.reason}"))
             if plan.status == "go" and plan.action == ActionType.SCALE_OUT and plan.after:
                 scaler.set_range(plan.after["min_capacity"], plan.after["max_capacity"])
                 self.rails = RailState(last_scale_out_at=at, recent_actions=(*self.rails.recent_actions, at))
+                self.raise_record = raised(
+                    self.raise_record,
+                    endpoint_name=self.endpoint_name,
+                    variant_name=self.variant.name,
+                    alarm_name=parsed.alarm_name,
+                    min_capacity=plan.after["min_capacity"],
+                    at=at,
+                )
+                applied = True
+        # The responder's bookkeeping (fleetops.remediation.responder): ALARM holds a standing raise, OK clears.
+        if ActionType.SCALE_OUT not in getattr(alarm.spec.on_alarm, self.variant.role):
+            return
+        if new == "ALARM" and not applied:
+            self.raise_record = alarmed(self.raise_record, parsed.alarm_name)
+        elif new == "OK":
+            self.raise_record = cleared(self.raise_record, parsed.alarm_name, at)

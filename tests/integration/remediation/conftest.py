@@ -9,6 +9,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 
 from devtools.remediation_stack import PLAYBOOK, RemediationStack, create_remediation_stack
@@ -52,6 +53,13 @@ class Stack(RemediationStack):
 
     def audit(self) -> list[Any]:
         return AuditTable(self.core.audit_table).list(ENDPOINT)
+
+    def serve(self, count: int, variant: str = "primary") -> None:
+        """What target tracking does: the variant runs ``count`` instances (``CurrentInstanceCount``), whatever
+        its MinCapacity. Needs ``fast_endpoint_updates`` (plain moto drops the weight of a count-only update)."""
+        boto3.client("sagemaker").update_endpoint_weights_and_capacities(
+            EndpointName=ENDPOINT, DesiredWeightsAndCapacities=[{"VariantName": variant, "DesiredInstanceCount": count}]
+        )
 
 
 @pytest.fixture

@@ -64,9 +64,12 @@ def test_the_same_alarm_transition_delivered_twice_acts_once(
     assert emitted_metrics(capsys.readouterr().out).get("RemediationActions") == 1
 
 
-def test_a_new_transition_of_the_same_alarm_is_a_new_event(handler: ModuleType, stack: Stack) -> None:
+def test_a_new_transition_of_the_same_alarm_is_a_new_event(
+    handler: ModuleType, stack: Stack, fast_endpoint_updates: None
+) -> None:
     event = load_event("alarm_queue_depth_alarm")
     invoke(handler, event)
+    stack.serve(6)  # the raise's instances arrived; the next step counts from them
     event["detail"]["state"]["timestamp"] = "2026-11-21T19:09:00.000+0000"
     event["time"] = "2026-11-21T19:09:00Z"
     invoke(handler, event)

@@ -50,8 +50,9 @@ def test_step_grows_with_the_breach(stack: Stack, observed: float, expected: int
     assert stack.min_capacity("primary") == expected
 
 
-def test_step_is_clamped_at_the_cap_and_never_goes_above_it(stack: Stack) -> None:
+def test_step_is_clamped_at_the_cap_and_never_goes_above_it(stack: Stack, fast_endpoint_updates: None) -> None:
     AutoScaling().set_capacity(ENDPOINT, "primary", 10, 12)
+    stack.serve(10)
     responder = build_responder(stack)
 
     first = responder.respond(alarm_event("alarm_queue_depth_alarm", observed=400.0))  # +8 from 10 -> 12 (cap)
@@ -64,15 +65,16 @@ def test_step_is_clamped_at_the_cap_and_never_goes_above_it(stack: Stack) -> Non
     assert "already at or above the cap 12" in later.outcomes[0].reason
 
 
-def test_cooldown_stops_a_second_step_for_the_same_spike(stack: Stack) -> None:
+def test_cooldown_stops_a_second_step_for_the_same_spike(stack: Stack, fast_endpoint_updates: None) -> None:
     responder = build_responder(stack)
     responder.respond(alarm_event("alarm_queue_depth_alarm"))  # 19:02, 2 -> 6
+    stack.serve(6)  # the raised MinCapacity's instances arrived
     # The alarm flapped OK -> ALARM again two minutes later: a new transition, inside the 300 s cooldown.
     again = responder.respond(alarm_event("alarm_queue_depth_alarm", at="2026-11-21T19:04:00Z"))
     assert stack.min_capacity("primary") == 6
     assert again.outcomes[0].outcome == "skipped"
     assert again.outcomes[0].reason == "cooldown: last scale-out 120s ago, cooldown is 300s"
-    # After the cooldown the next breach steps again.
+    # After the cooldown the next breach steps again, from the 6 serving.
     responder.respond(alarm_event("alarm_queue_depth_alarm", at="2026-11-21T19:08:00Z"))
     assert stack.min_capacity("primary") == 10
     assert [r.outcome for r in stack.audit()] == ["applied", "skipped", "applied"]
@@ -248,7 +250,7 @@ def test_unknown_variant_is_ignored_without_touching_anything(stack: Stack) -> N
     assert stack.min_capacity("primary") == 2 and stack.audit() == []
 
 
-def test_rate_limit_state_survives_between_invocations(stack: Stack) -> None:
+def test_rate_limit_state_survives_between_invocations(stack: Stack, fast_endpoint_updates: None) -> None:
     # A playbook tightened to 2 fleet changes per hour and no cooldown: the third breach in the hour is held.
     shipped = build_responder(stack).config.playbook
     tight = shipped.model_copy(
@@ -259,6 +261,7 @@ def test_rate_limit_state_survives_between_invocations(stack: Stack) -> None:
         build_responder(stack, playbook=tight).respond(
             alarm_event("alarm_queue_depth_alarm", at=f"2026-11-21T{minute}:00Z", observed=60.0)
         )
+        stack.serve(stack.min_capacity("primary"))  # each raise's instances arrive before the next breach
     assert stack.min_capacity("primary") == 6  # 2 -> 4 -> 6, then held
     assert [r.outcome for r in stack.audit()] == ["applied", "applied", "skipped"]
     assert stack.audit()[-1].reason == "rate limit: 2 fleet changes in the last hour, at most 2"

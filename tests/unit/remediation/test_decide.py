@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from fleetops.capacity import ScalableTarget
-from fleetops.remediation.decide import Gate, RailState, decide
+from fleetops.remediation.decide import ActionPlan, Gate, RailState, decide, plan_scale_out
 from fleetops.remediation.models import Playbook
 from tests.unit.remediation.conftest import CANARY, PRIMARY, parsed
 
@@ -20,11 +20,11 @@ def _statuses(decision: object) -> list[tuple[str, str]]:
 
 def test_queue_alarm_scales_out_and_notifies(playbook: Playbook) -> None:
     alarm = parsed(playbook, "alarm_queue_depth_alarm")
-    d = decide(alarm, PRIMARY, playbook=playbook, target=TARGET, rails=RailState(), gate=Gate())
+    d = decide(alarm, PRIMARY, playbook=playbook, target=TARGET, serving=2, rails=RailState(), gate=Gate())
     assert _statuses(d) == [("scale_out", "go"), ("notify", "go")]
     scale = d.plans[0]
     assert scale.after == {"min_capacity": 6, "max_capacity": 12}
-    assert scale.reason == "breach x3.60 of the threshold -> step +4: MinCapacity 2 -> 6"
+    assert scale.reason == "breach x3.60 of the threshold -> step +4 from 2 serving: MinCapacity 2 -> 6"
 
 
 def test_min_above_max_raises_max_too_but_never_lowers_anything(playbook: Playbook) -> None:
@@ -34,6 +34,7 @@ def test_min_above_max_raises_max_too_but_never_lowers_anything(playbook: Playbo
         PRIMARY,
         playbook=playbook,
         target=ScalableTarget(min_capacity=2, max_capacity=4),
+        serving=2,
         rails=RailState(),
         gate=Gate(),
     )
@@ -43,6 +44,7 @@ def test_min_above_max_raises_max_too_but_never_lowers_anything(playbook: Playbo
         PRIMARY,
         playbook=playbook,
         target=ScalableTarget(min_capacity=2, max_capacity=20),
+        serving=2,
         rails=RailState(),
         gate=Gate(),
     )
@@ -56,6 +58,7 @@ def test_below_floor_is_lifted_to_at_least_the_floor(playbook: Playbook) -> None
         PRIMARY,
         playbook=playbook,
         target=ScalableTarget(min_capacity=0, max_capacity=12),
+        serving=None,
         rails=RailState(),
         gate=Gate(),
     )
@@ -69,6 +72,7 @@ def test_clamped_at_cap(playbook: Playbook) -> None:
         PRIMARY,
         playbook=playbook,
         target=ScalableTarget(min_capacity=11, max_capacity=12),
+        serving=11,
         rails=RailState(),
         gate=Gate(),
     )
@@ -82,6 +86,7 @@ def test_no_scalable_target(playbook: Playbook) -> None:
         PRIMARY,
         playbook=playbook,
         target=None,
+        serving=None,
         rails=RailState(),
         gate=Gate(),
     )
@@ -95,18 +100,22 @@ def test_cooldown(playbook: Playbook, ago_s: int, status: str) -> None:
     rails = RailState(
         last_scale_out_at=alarm.at - timedelta(seconds=ago_s), recent_actions=(alarm.at - timedelta(seconds=ago_s),)
     )
-    d = decide(alarm, PRIMARY, playbook=playbook, target=TARGET, rails=rails, gate=Gate())
+    d = decide(alarm, PRIMARY, playbook=playbook, target=TARGET, serving=2, rails=rails, gate=Gate())
     assert d.plans[0].status == status
 
 
 def test_rate_limit_counts_the_rolling_hour(playbook: Playbook) -> None:
     alarm = parsed(playbook, "alarm_queue_depth_alarm")
     six = tuple(alarm.at - timedelta(minutes=m) for m in (10, 15, 20, 25, 30, 59))
-    d = decide(alarm, PRIMARY, playbook=playbook, target=TARGET, rails=RailState(recent_actions=six), gate=Gate())
+    d = decide(
+        alarm, PRIMARY, playbook=playbook, target=TARGET, serving=2, rails=RailState(recent_actions=six), gate=Gate()
+    )
     assert d.plans[0].status == "skipped"
     assert d.plans[0].reason == "rate limit: 6 fleet changes in the last hour, at most 6"
     older = (*six[:-1], alarm.at - timedelta(minutes=61))
-    d = decide(alarm, PRIMARY, playbook=playbook, target=TARGET, rails=RailState(recent_actions=older), gate=Gate())
+    d = decide(
+        alarm, PRIMARY, playbook=playbook, target=TARGET, serving=2, rails=RailState(recent_actions=older), gate=Gate()
+    )
     assert d.plans[0].status == "go"
 
 
@@ -124,6 +133,7 @@ def test_gate_plans_without_changing(playbook: Playbook, gate: Gate, why: str) -
         PRIMARY,
         playbook=playbook,
         target=TARGET,
+        serving=2,
         rails=RailState(),
         gate=gate,
     )
@@ -142,7 +152,9 @@ def test_gate_plans_without_changing(playbook: Playbook, gate: Gate, why: str) -
     ],
 )
 def test_canary_in_trouble_rolls_back_and_notifies(playbook: Playbook, name: str) -> None:
-    d = decide(parsed(playbook, name), CANARY, playbook=playbook, target=None, rails=RailState(), gate=Gate())
+    d = decide(
+        parsed(playbook, name), CANARY, playbook=playbook, target=None, serving=None, rails=RailState(), gate=Gate()
+    )
     assert _statuses(d) == [("rollback", "go"), ("notify", "go")]
 
 
@@ -150,15 +162,22 @@ def test_canary_in_trouble_rolls_back_and_notifies(playbook: Playbook, name: str
     "name", ["alarm_oom_primary_alarm", "alarm_engine_restarts_primary_alarm", "alarm_kv_cache_primary_alarm"]
 )
 def test_primary_trouble_without_a_capacity_answer_only_notifies(playbook: Playbook, name: str) -> None:
-    d = decide(parsed(playbook, name), PRIMARY, playbook=playbook, target=TARGET, rails=RailState(), gate=Gate())
+    d = decide(
+        parsed(playbook, name), PRIMARY, playbook=playbook, target=TARGET, serving=2, rails=RailState(), gate=Gate()
+    )
     assert _statuses(d) == [("notify", "go")]
 
 
 def test_rollback_is_rate_limited_and_gated(playbook: Playbook) -> None:
     alarm = parsed(playbook, "alarm_oom_canary_alarm")
     full = RailState(recent_actions=tuple(alarm.at - timedelta(minutes=m) for m in range(1, 7)))
-    assert decide(alarm, CANARY, playbook=playbook, target=None, rails=full, gate=Gate()).plans[0].status == "skipped"
-    gated = decide(alarm, CANARY, playbook=playbook, target=None, rails=RailState(), gate=Gate(kill_switch=True))
+    assert (
+        decide(alarm, CANARY, playbook=playbook, target=None, serving=None, rails=full, gate=Gate()).plans[0].status
+        == "skipped"
+    )
+    gated = decide(
+        alarm, CANARY, playbook=playbook, target=None, serving=None, rails=RailState(), gate=Gate(kill_switch=True)
+    )
     assert gated.plans[0].status == "planned" and gated.plans[0].reason.startswith("kill switch engaged: would")
 
 
@@ -168,6 +187,7 @@ def test_ok_records_recovery_and_changes_nothing(playbook: Playbook) -> None:
         PRIMARY,
         playbook=playbook,
         target=TARGET,
+        serving=2,
         rails=RailState(),
         gate=Gate(),
     )
@@ -177,4 +197,56 @@ def test_ok_records_recovery_and_changes_nothing(playbook: Playbook) -> None:
 
 def test_insufficient_data_does_nothing(playbook: Playbook) -> None:
     alarm = parsed(playbook, "alarm_queue_depth_alarm").model_copy(update={"state": "INSUFFICIENT_DATA"})
-    assert decide(alarm, PRIMARY, playbook=playbook, target=TARGET, rails=RailState(), gate=Gate()).plans == ()
+    assert (
+        decide(alarm, PRIMARY, playbook=playbook, target=TARGET, serving=2, rails=RailState(), gate=Gate()).plans == ()
+    )
+
+
+# --- the step counts from the instances serving, not from MinCapacity ---
+
+
+def _scale_out(playbook: Playbook, *, observed: float, min_capacity: int, serving: int | None) -> ActionPlan:
+    alarm = parsed(playbook, "alarm_queue_depth_alarm").model_copy(update={"observed": observed})
+    target = ScalableTarget(min_capacity=min_capacity, max_capacity=12)
+    return plan_scale_out(
+        alarm, PRIMARY, playbook=playbook, target=target, serving=serving, rails=RailState(), gate=Gate()
+    )
+
+
+def test_the_step_counts_from_the_instances_target_tracking_already_runs(playbook: Playbook) -> None:
+    # Target tracking took the fleet to 6 while MinCapacity stayed 2: +2 must mean 8 instances, not MinCapacity 4.
+    plan = _scale_out(playbook, observed=60.0, min_capacity=2, serving=6)
+    assert plan.status == "go"
+    assert plan.after == {"min_capacity": 8, "max_capacity": 12}
+    assert plan.reason == "breach x1.20 of the threshold -> step +2 from 6 serving: MinCapacity 2 -> 8"
+
+
+def test_an_unknown_serving_count_steps_from_min_capacity_and_says_so(playbook: Playbook) -> None:
+    plan = _scale_out(playbook, observed=60.0, min_capacity=3, serving=None)
+    assert plan.after == {"min_capacity": 5, "max_capacity": 12}
+    assert plan.reason == (
+        "breach x1.20 of the threshold -> step +2 from MinCapacity 3 (serving count unavailable): MinCapacity 3 -> 5"
+    )
+
+
+@pytest.mark.parametrize(("min_capacity", "serving"), [(8, 6), (9, 6)])
+def test_a_step_not_above_min_capacity_changes_nothing(playbook: Playbook, min_capacity: int, serving: int) -> None:
+    # A raise to 8 is still arriving (6 serving): another +2 from 6 would not raise MinCapacity, nor lower it.
+    plan = _scale_out(playbook, observed=60.0, min_capacity=min_capacity, serving=serving)
+    assert plan.status == "skipped" and plan.after is None
+    assert plan.reason == (
+        f"breach x1.20 of the threshold -> step +2 from 6 serving: 8 is not above MinCapacity {min_capacity}, "
+        "nothing to raise"
+    )
+
+
+def test_the_step_from_the_serving_count_is_clamped_at_the_cap(playbook: Playbook) -> None:
+    plan = _scale_out(playbook, observed=400.0, min_capacity=2, serving=7)  # +8 from 7 = 15
+    assert plan.after == {"min_capacity": 12, "max_capacity": 12}
+    assert plan.reason.endswith("from 7 serving: MinCapacity 2 -> 12, clamped to cap 12")
+
+
+def test_decide_passes_the_serving_count_to_the_scale_out(playbook: Playbook) -> None:
+    alarm = parsed(playbook, "alarm_queue_depth_alarm")  # x3.6: +4
+    d = decide(alarm, PRIMARY, playbook=playbook, target=TARGET, serving=5, rails=RailState(), gate=Gate())
+    assert d.plans[0].after == {"min_capacity": 9, "max_capacity": 12}

@@ -76,6 +76,8 @@ def _write(tmp_path: Path, change: Any) -> Path:
         (lambda r: r["alarms"].update({"Queue_Depth": r["alarms"]["queue-depth"]}), "lower-case kebab-case"),
         (lambda r: r["alarms"]["queue-depth"].update(on_alarm={"primary": ["page_someone"]}), "on_alarm.primary.0"),
         (lambda r: r["rails"].update(cooldown_seconds=-5), "rails.cooldown_seconds"),
+        (lambda r: r["rails"].update(raise_hold_seconds=30), "rails.raise_hold_seconds"),
+        (lambda r: r["rails"].update(raise_hold_seconds=86401), "rails.raise_hold_seconds"),
     ],
 )
 def test_a_wrong_playbook_is_rejected_with_a_message_naming_the_problem(
@@ -94,3 +96,8 @@ def test_unreadable_playbook(tmp_path: Path) -> None:
     bad.write_text("alarms: [unclosed")
     with pytest.raises(PlaybookError, match="cannot read playbook"):
         load_playbook(bad)
+
+
+def test_a_playbook_without_a_raise_hold_holds_raises_fifteen_minutes(tmp_path: Path) -> None:
+    path = _write(tmp_path, lambda r: r["rails"].pop("raise_hold_seconds"))
+    assert load_playbook(path).rails.raise_hold_seconds == 900

@@ -8,7 +8,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from fleetops.aws.sagemaker_endpoint import EndpointNotReadyError, wait_in_service
+from fleetops.aws.sagemaker_endpoint import EndpointNotReadyError, VariantWeights, wait_in_service
 
 
 def _described(status: str) -> dict[str, Any]:
@@ -49,3 +49,28 @@ def test_gives_up_after_the_timeout_naming_the_last_status() -> None:
         with pytest.raises(EndpointNotReadyError, match="is Updating, not InService"):
             # timeout 0: one look, then the stop condition holds
             wait_in_service("manga-chat-prod", client=client, timeout_s=0.0, sleep=lambda _: None)
+
+
+@pytest.mark.parametrize(
+    ("live", "expected"),
+    [
+        (
+            [
+                {"VariantName": "primary", "CurrentInstanceCount": 6},
+                {"VariantName": "canary", "CurrentInstanceCount": 1},
+            ],
+            6,
+        ),
+        ([{"VariantName": "primary"}], None),  # SageMaker leaves the count out while the endpoint is being created
+        ([{"VariantName": "canary", "CurrentInstanceCount": 1}], None),  # no such variant
+    ],
+)
+def test_instance_count_is_the_variants_current_instance_count(
+    live: list[dict[str, Any]], expected: int | None
+) -> None:
+    client = boto3.client("sagemaker", region_name="us-east-1")
+    with Stubber(client) as stub:
+        described = {**_described("InService"), "ProductionVariants": live}
+        stub.add_response("describe_endpoint", described, {"EndpointName": "manga-chat-prod"})
+        assert VariantWeights(client=client).instance_count("manga-chat-prod", "primary") == expected
+        stub.assert_no_pending_responses()

@@ -149,16 +149,19 @@ def wait_in_service(
 
 
 class VariantWeights:
-    """Read and change production-variant weights through ``UpdateEndpointWeightsAndCapacities``.
+    """Read production variants (weights, instances serving) and change weights through
+    ``UpdateEndpointWeightsAndCapacities``.
 
     Examples
     --------
-    >>> class SageMaker:  # in-memory stand-in: current weights, and the updates asked for
+    >>> class SageMaker:  # in-memory stand-in: current weights and counts, and the updates asked for
     ...     def __init__(self):
     ...         self.updates = []
     ...     def describe_endpoint(self, EndpointName):
-    ...         weights = {"primary": 0.9, "canary": 0.1}
-    ...         return {"ProductionVariants": [{"VariantName": k, "CurrentWeight": v} for k, v in weights.items()]}
+    ...         live = {"primary": (0.9, 6), "canary": (0.1, 1)}
+    ...         return {"ProductionVariants": [
+    ...             {"VariantName": k, "CurrentWeight": w, "CurrentInstanceCount": n} for k, (w, n) in live.items()
+    ...         ]}
     ...     def update_endpoint_weights_and_capacities(self, EndpointName, DesiredWeightsAndCapacities):
     ...         self.updates.append(DesiredWeightsAndCapacities)
     >>> sagemaker = SageMaker()
@@ -166,6 +169,8 @@ class VariantWeights:
     {'primary': 0.9, 'canary': 0.1}
     >>> sagemaker.updates
     [[{'VariantName': 'canary', 'DesiredWeight': 0.0}]]
+    >>> VariantWeights(client=sagemaker).instance_count("manga-chat", "primary")
+    6
     """
 
     def __init__(self, client: SageMakerClient | None = None, retry: RetryPolicy | None = None) -> None:
@@ -178,6 +183,19 @@ class VariantWeights:
             v["VariantName"]: float(v.get("CurrentWeight", v.get("DesiredWeight", 0.0)))
             for v in described.get("ProductionVariants", [])
         }
+
+    def instance_count(self, endpoint_name: str, variant_name: str) -> int | None:
+        """The variant's ``CurrentInstanceCount``: the instances it runs now, whatever MinCapacity says.
+
+        ``None`` when SageMaker does not say (no such variant, or an endpoint still being created); the
+        caller decides what to fall back to. Errors of the call itself propagate.
+        """
+        described = self._client.describe_endpoint(EndpointName=endpoint_name)
+        for variant in described.get("ProductionVariants", []):
+            if variant["VariantName"] == variant_name:
+                count = variant.get("CurrentInstanceCount")
+                return int(count) if count is not None else None
+        return None
 
     def set_weight(self, endpoint_name: str, variant_name: str, weight: float) -> dict[str, float]:
         """Change one variant's weight (others keep theirs); returns the weights before the change."""

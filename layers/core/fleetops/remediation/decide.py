@@ -20,12 +20,21 @@ A queue-depth alarm on a primary variant: 180 queued over a threshold of 50 is a
 ...     state_timestamp=at.isoformat(), at=at, reason="Threshold Crossed", observed=180.0, threshold=50.0)
 >>> variant = VariantConfig(name="primary", capacity_rps_per_instance=4.0, baseline_rps=12.0, floor=2, cap=12)
 >>> t = ScalableTarget(min_capacity=2, max_capacity=12)
->>> plan = plan_scale_out(alarm, variant, playbook=pb, target=t, rails=RailState(), gate=Gate())
+
+Target tracking has already taken the variant to 5 instances: the step of +4 counts from those 5, not from
+MinCapacity 2 (which would set 6, one more than already serve).
+
+>>> plan = plan_scale_out(alarm, variant, playbook=pb, target=t, serving=5, rails=RailState(), gate=Gate())
 >>> plan.status, plan.after
-('go', {'min_capacity': 6, 'max_capacity': 12})
->>> plan_scale_out(alarm, variant, playbook=pb, target=t, rails=RailState(last_scale_out_at=at), gate=Gate()).reason
+('go', {'min_capacity': 9, 'max_capacity': 12})
+>>> plan.reason
+'breach x3.60 of the threshold -> step +4 from 5 serving: MinCapacity 2 -> 9'
+>>> plan_scale_out(alarm, variant, playbook=pb, target=t, serving=None, rails=RailState(), gate=Gate()).reason
+'breach x3.60 of the threshold -> step +4 from MinCapacity 2 (serving count unavailable): MinCapacity 2 -> 6'
+>>> rails = RailState(last_scale_out_at=at)
+>>> plan_scale_out(alarm, variant, playbook=pb, target=t, serving=5, rails=rails, gate=Gate()).reason
 'cooldown: last scale-out 0s ago, cooldown is 300s'
->>> d = decide(alarm, variant, playbook=pb, target=t, rails=RailState(), gate=Gate(dry_run=True))
+>>> d = decide(alarm, variant, playbook=pb, target=t, serving=5, rails=RailState(), gate=Gate(dry_run=True))
 >>> [f"{p.action}: {p.status}" for p in d.plans]
 ['scale_out: planned', 'notify: go']
 """
@@ -104,13 +113,30 @@ def plan_scale_out(
     *,
     playbook: Playbook,
     target: ScalableTarget | None,
+    serving: int | None,
     rails: RailState,
     gate: Gate,
     already_planned: int = 0,
 ) -> ActionPlan:
-    """Raise MinCapacity by the step for the breach, clamped to [floor, cap]; never lower anything.
+    """Set MinCapacity to the instances serving plus the step for the breach, clamped to [floor, cap].
 
-    The module's example runs it for a queue-depth alarm, and again inside the cooldown.
+    Never lowers anything: a result not above the current MinCapacity is skipped.
+
+    Parameters
+    ----------
+    alarm, variant, playbook
+        The transition, the variant's fleet.yaml entry, and the playbook (steps and rails).
+    target
+        The variant's scalable target; ``None`` (not registered) skips.
+    serving
+        The instances serving now (DescribeEndpoint's ``CurrentInstanceCount``). The step counts from them
+        because target tracking may already run more than MinCapacity, and a step from MinCapacity would then
+        add nothing. ``None`` (unknown) steps from MinCapacity, and the reason says so.
+    rails, gate, already_planned
+        Cooldown and rate-limit memory, the dry-run / kill-switch gate, and fleet changes already planned
+        for this alarm.
+
+    The module's example runs it for a queue-depth alarm, without a serving count, and inside the cooldown.
     """
     act = ActionType.SCALE_OUT
     if target is None:
@@ -129,13 +155,16 @@ def plan_scale_out(
     if limited:
         return ActionPlan(action=act, status="skipped", reason=limited, before=before)
     step = playbook.step_for(alarm.breach)
-    new_min = min(variant.cap, max(variant.floor, target.min_capacity + step))
+    base = serving if serving is not None else target.min_capacity
+    source = f"{serving} serving" if serving is not None else f"MinCapacity {base} (serving count unavailable)"
+    new_min = min(variant.cap, max(variant.floor, base + step))
+    breach = f"breach x{alarm.breach:.2f} of the threshold -> step +{step} from {source}"
+    if new_min <= target.min_capacity:
+        reason = f"{breach}: {new_min} is not above MinCapacity {target.min_capacity}, nothing to raise"
+        return ActionPlan(action=act, status="skipped", reason=reason, before=before)
     after = {"min_capacity": new_min, "max_capacity": max(target.max_capacity, new_min)}
-    clamp = f", clamped to cap {variant.cap}" if target.min_capacity + step > variant.cap else ""
-    reason = (
-        f"breach x{alarm.breach:.2f} of the threshold -> step +{step}: "
-        f"MinCapacity {target.min_capacity} -> {new_min}{clamp}"
-    )
+    clamp = f", clamped to cap {variant.cap}" if base + step > variant.cap else ""
+    reason = f"{breach}: MinCapacity {target.min_capacity} -> {new_min}{clamp}"
     return _gated(act, reason, gate, before=before, after=after)
 
 
@@ -172,14 +201,15 @@ def decide(
     *,
     playbook: Playbook,
     target: ScalableTarget | None,
+    serving: int | None,
     rails: RailState,
     gate: Gate,
 ) -> Decision:
     """Map an alarm transition to action plans per the playbook and the safety rails.
 
-    ALARM runs the kind's ``on_alarm`` actions for the variant's role; OK runs ``on_ok`` (recording
-    the recovery; the playbook forbids scaling in there); INSUFFICIENT_DATA does nothing. The module's
-    example runs it in dry run.
+    ALARM runs the kind's ``on_alarm`` actions for the variant's role (a scale-out steps from ``serving``,
+    see :func:`plan_scale_out`); OK runs ``on_ok`` (recording the recovery; the playbook forbids scaling in
+    there); INSUFFICIENT_DATA does nothing. The module's example runs it in dry run.
     """
     spec = playbook.alarms[alarm.kind]
     if alarm.state == "OK":
@@ -194,7 +224,14 @@ def decide(
         if action == ActionType.SCALE_OUT:
             planned.append(
                 plan_scale_out(
-                    alarm, variant, playbook=playbook, target=target, rails=rails, gate=gate, already_planned=changing
+                    alarm,
+                    variant,
+                    playbook=playbook,
+                    target=target,
+                    serving=serving,
+                    rails=rails,
+                    gate=gate,
+                    already_planned=changing,
                 )
             )
         elif action == ActionType.ROLLBACK:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Literal
@@ -84,6 +85,17 @@ class Rails(StrictModel):
     cooldown_seconds: int = Field(ge=0, description="no second scale-out of an endpoint within this time")
     max_actions_per_hour: int = Field(ge=1, description="fleet-changing actions per endpoint per rolling hour")
     lease_ttl_seconds: int = Field(ge=10, le=900)
+    raise_hold_seconds: int = Field(
+        default=900,
+        ge=60,
+        le=86400,
+        description="a scale-out's MinCapacity raise is released once its alarms have been OK this long",
+    )
+
+    @property
+    def raise_hold(self) -> timedelta:
+        """``raise_hold_seconds`` as the ``hold`` of :func:`fleetops.remediation.raises.release_due`."""
+        return timedelta(seconds=self.raise_hold_seconds)
 
 
 class ServiceLevels(StrictModel):

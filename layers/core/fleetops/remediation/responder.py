@@ -2,9 +2,13 @@
 
 Order of work: parse and resolve the alarm (ignored ones stop here), read what the decision needs,
 :func:`~fleetops.remediation.decide.decide`, apply the ``go`` plans (capacity and weight changes under
-the endpoint lease, after the endpoint is InService, re-deciding on fresh state), then audit every
-plan, notify, and report. Deferred or failed actions raise :class:`RemediationIncompleteError` after
-auditing and notifying, so Lambda retries the event and finally sends it to the DLQ.
+the endpoint lease, after the endpoint is InService, re-deciding on fresh state), keep the variant's
+raise record (:mod:`fleetops.remediation.raises`) in step with the alarm, then audit every plan, notify,
+and report. Deferred or failed actions raise :class:`RemediationIncompleteError` after auditing and
+notifying, so Lambda retries the event and finally sends it to the DLQ.
+
+A scale-out records its raise; the alarms of scale-out kinds going OK record the clear, and the pre-scale
+reconciler releases the raise once they have been OK for ``rails.raise_hold_seconds``.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ if TYPE_CHECKING:
     from fleetops.config import FleetConfig, VariantConfig
     from fleetops.remediation.alarm import AlarmStateChangeEvent
     from fleetops.remediation.models import Playbook
+    from fleetops.remediation.raises import RaiseRecord
     from fleetops.remediation.rollback_workflow import RollbackWorkflow
     from fleetops.remediation.state_table import RemediationStateStore
 
@@ -157,6 +162,7 @@ class Responder:
             return Response(status="ignored", reason=str(exc), alarm_name=event.detail.alarm_name)
         decision = self._decide(alarm, variant)
         outcomes = [self._apply(plan, decision, variant) for plan in decision.plans if plan.action != ActionType.NOTIFY]
+        outcomes = self._track_raise(alarm, variant, outcomes)
         for outcome in outcomes:
             self._audit(alarm, outcome)
         trouble = any(o.deferred or o.outcome == "failed" for o in outcomes)
@@ -182,17 +188,32 @@ class Responder:
 
     # --- deciding ---
 
+    def _scales_out(self, alarm: ParsedAlarm, variant: VariantConfig) -> bool:
+        return ActionType.SCALE_OUT in getattr(self.config.playbook.alarms[alarm.kind].on_alarm, variant.role)
+
     def _decide(self, alarm: ParsedAlarm, variant: VariantConfig) -> Decision:
         actions = set(getattr(self.config.playbook.alarms[alarm.kind].on_alarm, variant.role))
         acting = alarm.state == "ALARM"
         target = self._target(alarm) if acting and ActionType.SCALE_OUT in actions else None
+        serving = self._serving(alarm) if target is not None else None
         rails = self.ports.rails.get(alarm.endpoint_name) if acting and actions & FLEET_CHANGING else RailState()
         engaged = bool(acting and actions & FLEET_CHANGING and self.ports.kill_switch.engaged())
         gate = Gate(dry_run=self.config.dry_run, kill_switch=engaged)
-        return decide(alarm, variant, playbook=self.config.playbook, target=target, rails=rails, gate=gate)
+        return decide(
+            alarm, variant, playbook=self.config.playbook, target=target, serving=serving, rails=rails, gate=gate
+        )
 
     def _target(self, alarm: ParsedAlarm) -> ScalableTarget | None:
         return self.ports.autoscaling.get_target(alarm.endpoint_name, alarm.variant_name)
+
+    def _serving(self, alarm: ParsedAlarm) -> int | None:
+        """Instances the variant runs now; ``None`` (step from MinCapacity, and say so) when SageMaker cannot tell."""
+        try:
+            return self.ports.weights.instance_count(alarm.endpoint_name, alarm.variant_name)
+        except (ClientError, BotoCoreError):
+            # A scale-out from MinCapacity is still better than none while the alarm is firing.
+            logger.warning("instance count unavailable", extra={"endpoint_name": alarm.endpoint_name}, exc_info=True)
+            return None
 
     # --- applying ---
 
@@ -230,11 +251,23 @@ class Responder:
     def _scale_out(self, alarm: ParsedAlarm, variant: VariantConfig) -> ActionOutcome:
         # Decide again on fresh state: another writer may have changed capacity before we got the lease.
         rails = self.ports.rails.get(alarm.endpoint_name)
+        target = self._target(alarm)
         plan = plan_scale_out(
-            alarm, variant, playbook=self.config.playbook, target=self._target(alarm), rails=rails, gate=Gate()
+            alarm,
+            variant,
+            playbook=self.config.playbook,
+            target=target,
+            serving=self._serving(alarm) if target is not None else None,
+            rails=rails,
+            gate=Gate(),
         )
         if plan.status != "go" or plan.after is None:
             return ActionOutcome(action=plan.action, outcome="skipped", reason=plan.reason, before=plan.before)
+        # Recorded before the change: a raise that is not recorded would never be released, while a record
+        # of a change that then fails only brings MinCapacity back to the plan's level.
+        self.ports.rails.record_raise(
+            alarm.endpoint_name, alarm.variant_name, alarm.alarm_name, plan.after["min_capacity"], alarm.at
+        )
         self.ports.autoscaling.set_capacity(
             alarm.endpoint_name, alarm.variant_name, plan.after["min_capacity"], plan.after["max_capacity"]
         )
@@ -263,6 +296,43 @@ class Responder:
             return ActionOutcome(action=plan.action, outcome="applied", reason=why, before=before, after=after)
 
         return self._under_lease(alarm, plan, zero_weight)
+
+    # --- raise records ---
+
+    def _track_raise(
+        self, alarm: ParsedAlarm, variant: VariantConfig, outcomes: list[ActionOutcome]
+    ) -> list[ActionOutcome]:
+        """Keep the variant's raise record in step with an alarm of a scale-out kind.
+
+        An applied scale-out recorded its raise already; any other ALARM holds a standing raise up again,
+        and an OK records the clear (said in the recovery's reason, so the audit shows when it comes down).
+        """
+        if not self._scales_out(alarm, variant):
+            return outcomes
+        endpoint, name = alarm.endpoint_name, alarm.variant_name
+        if alarm.state == "ALARM":
+            if not any(o.action == ActionType.SCALE_OUT and o.outcome == "applied" for o in outcomes):
+                self.ports.rails.record_alarm(endpoint, name, alarm.alarm_name)
+            return outcomes
+        if alarm.state != "OK":
+            return outcomes
+        record = self.ports.rails.record_clear(endpoint, name, alarm.alarm_name, alarm.at)
+        if record is None:
+            return outcomes
+        note = self._raise_note(record)
+        return [
+            o.model_copy(update={"reason": f"{o.reason}; {note}"}) if o.action == ActionType.RECORD_RECOVERY else o
+            for o in outcomes
+        ]
+
+    def _raise_note(self, record: RaiseRecord) -> str:
+        if record.cleared_at is None:
+            return f"MinCapacity stays raised to {record.min_capacity} while {', '.join(sorted(record.in_alarm))} fire"
+        hold = self.config.playbook.rails.raise_hold_seconds
+        return (
+            f"the raise to MinCapacity {record.min_capacity} is released by the pre-scale reconciler "
+            f"once its alarms have been OK for {hold}s"
+        )
 
     # --- reporting ---
 
