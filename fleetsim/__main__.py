@@ -5,6 +5,8 @@ Examples::
     python -m fleetsim --from 2026-11-30 --days 7 --spike 2026-12-02T13:00,90,2
     python -m fleetsim --from 2026-12-04 --days 1 --calendar one-piece-1100.yaml --plot friday.png
     python -m fleetsim --trace invocations.csv --json
+    python -m fleetsim --scenario event-early-30pct --plot judged.png --save-trace event-early.csv
+    python -m fleetsim --list-scenarios
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,10 +25,10 @@ import yaml
 
 from fleetops.calendar import CalendarEntry
 from fleetops.config import FleetConfigError, VariantConfig
-from fleetsim import report
-from fleetsim.simulate import FLEET, POLICIES, Setup, SetupError, load_setup, simulate
+from fleetsim import report, scenarios
+from fleetsim.simulate import FLEET, POLICIES, Setup, SetupError, judged, load_setup, simulate
 from fleetsim.stack import StackError
-from fleetsim.traffic import Spike, Trace, TraceError, calendar_windows, generate, load_csv
+from fleetsim.traffic import Spike, Trace, TraceError, calendar_windows, generate, load_csv, write_csv
 
 DEFAULT_ENDPOINT = "manga-chat-prod"
 
@@ -97,24 +100,54 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         type=Path,
         help="YAML list of extra calendar entries (one_off, yearly, ...; a row without kind is one_off)",
     )
-    source = parser.add_mutually_exclusive_group(required=True)
+    source = parser.add_mutually_exclusive_group()
     source.add_argument("--from", dest="start", help="first day (or time) to generate traffic for, e.g. 2026-11-30")
     source.add_argument("--trace", type=Path, help="CSV of time,requests per minute (CloudWatch Invocations, Sum)")
+    source.add_argument(
+        "--scenario",
+        help="weeks of traffic from fleetsim.scenarios (not from the calendar's own sizes); its last week is judged",
+    )
+    source.add_argument("--list-scenarios", action="store_true", help="list the scenarios and exit")
     parser.add_argument("--days", type=float, default=7.0, help="days of generated traffic (default 7)")
     parser.add_argument("--timezone", default="Asia/Tokyo", help="zone of --from and --spike times without offset")
     parser.add_argument("--spike", action="append", default=[], help="unpredicted spike START,MINUTES,MULTIPLIER")
-    parser.add_argument("--seed", type=int, default=7, help="traffic noise and provisioning delays (default 7)")
+    parser.add_argument(
+        "--seed", type=int, default=7, help="traffic noise (not a --scenario's: it has its own) and instance delays"
+    )
     parser.add_argument("--provisioning-minutes", default="5-8", help="instance launch delay range (default 5-8)")
     parser.add_argument("--ready-seconds", type=int, default=None, help="container start to healthy (default 75)")
     parser.add_argument("--policies", default=",".join(POLICIES), help=f"comma-separated subset of {POLICIES}")
     parser.add_argument("--plot", type=Path, help="write a PNG: traffic, needed capacity, each policy's capacity")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    return parser.parse_args(list(argv))
+    parser.add_argument("--save-trace", type=Path, help="also write the traffic played as a CSV --trace replays")
+    args = parser.parse_args(list(argv))
+    if not (args.start or args.trace or args.scenario or args.list_scenarios):
+        parser.error("one of the arguments --from --trace --scenario is required")
+    return args
+
+
+def _scenario(args: argparse.Namespace, zone: ZoneInfo) -> scenarios.Scenario:
+    try:
+        chosen = scenarios.scenario(args.scenario)
+        if not args.spike:
+            return chosen
+        return replace(chosen, spikes=(*chosen.spikes, *(_spike(s, zone) for s in args.spike)))
+    except KeyError as exc:
+        raise UsageError(f"--scenario: {exc.args[0]}") from None
+    except ValueError as exc:
+        raise UsageError(f"--spike: {exc}") from None
+
+
+def _list_scenarios() -> str:
+    width = max(len(s.name) for s in scenarios.SCENARIOS)
+    return "\n".join(f"{s.name:<{width}}  {s.description}" for s in scenarios.SCENARIOS)
 
 
 def _trace(
     args: argparse.Namespace, entries: Sequence[CalendarEntry], endpoint: str, variant: VariantConfig, zone: ZoneInfo
 ) -> Trace:
+    if args.scenario is not None:
+        return scenarios.generate(_scenario(args, zone), variant, entries, endpoint)
     if args.trace is not None:
         trace = load_csv(args.trace)
         return trace.with_windows(calendar_windows(entries, endpoint, trace.start, trace.end))
@@ -127,6 +160,9 @@ def _trace(
 
 def main(argv: Sequence[str]) -> int:
     args = parse_args(argv)
+    if args.list_scenarios:
+        print(_list_scenarios())
+        return 0
     try:
         zone = _zone(args.timezone)
         policies = [p.strip() for p in args.policies.split(",") if p.strip()]
@@ -142,20 +178,25 @@ def main(argv: Sequence[str]) -> int:
         )
         entries, _ = setup.calendar()
         trace = _trace(args, entries, setup.endpoint.name, setup.variant, zone)
-    except (UsageError, SetupError, TraceError, FleetConfigError, StackError) as exc:
+        if args.save_trace:
+            write_csv(trace, args.save_trace)
+    except (UsageError, SetupError, TraceError, FleetConfigError, StackError, OSError) as exc:
         print(f"fleetsim: {exc}", file=sys.stderr)
         return 2
     progress = None if args.json else (lambda line: print(line, file=sys.stderr, flush=True))
-    runs = simulate(trace, setup, seed=args.seed, policies=policies, progress=progress)
+    judge_from = scenarios.scenario(args.scenario).judged_from if args.scenario else None
+    runs = simulate(trace, setup, seed=args.seed, policies=policies, progress=progress, judge_from=judge_from)
     price = setup.variant.price_per_instance_hour
     summaries = {name: report.summarize(minutes, trace, setup.params, price) for name, minutes in runs.items()}
     title = (
         f"{setup.endpoint.name}/{setup.variant.name}: {trace.start:%Y-%m-%d %H:%M} UTC, "
         f"{len(trace) / 1440:.1f} days, seed {args.seed}"
     )
-    plot = report.plot(runs, trace, args.plot, title) if args.plot else None
+    if args.scenario:
+        title = f"{title}; scenario {args.scenario}, judged from {judge_from:%Y-%m-%d %H:%M} UTC"
+    plot = report.plot(runs, judged(trace, judge_from), args.plot, title) if args.plot else None
     if args.json:
-        print(json.dumps(_as_json(setup, trace, summaries, plot), indent=2))
+        print(json.dumps(_as_json(setup, trace, summaries, plot, judge_from), indent=2))
         return 0
     print(title)
     print(
@@ -170,12 +211,19 @@ def main(argv: Sequence[str]) -> int:
     return 0
 
 
-def _as_json(setup: Setup, trace: Trace, summaries: dict[str, report.Summary], plot: Path | None) -> dict[str, Any]:
+def _as_json(
+    setup: Setup,
+    trace: Trace,
+    summaries: dict[str, report.Summary],
+    plot: Path | None,
+    judged_from: datetime | None,
+) -> dict[str, Any]:
     return {
         "endpoint": setup.endpoint.name,
         "variant": setup.variant.name,
         "start": trace.start.isoformat(),
         "minutes": len(trace),
+        "judged_from": judged_from.isoformat() if judged_from else None,
         "windows": [
             {"name": w.name, "start": w.start.isoformat(), "end": w.end.isoformat(), "predicted": w.predicted}
             for w in trace.windows

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from fleetsim.fleet import FleetParams, Minute
-from fleetsim.traffic import Trace, Window
+from fleetsim.traffic import TICK, Trace, Window
 
 #: How long after an unpredicted spike starts its cost is still counted (capacity may arrive late).
 SPIKE_TAIL = timedelta(minutes=30)
@@ -25,6 +25,9 @@ class Summary:
     minutes_degraded: int
     worst_queue_wait_s: float
     spike_to_capacity_s: float | None  # the slowest unpredicted spike -> first instance added; None: none added
+    # The slowest unpredicted spike -> the first minute asking for more instances (desired above the spike's
+    # first minute's), whenever they arrive; None: no spike, or one with no request within it and SPIKE_TAIL.
+    spike_to_first_capacity_request_s: float | None
     instance_hours: float
     cost_usd: float | None
 
@@ -50,7 +53,35 @@ def _spike_to_capacity_s(minutes: Sequence[Minute], spikes: Sequence[Window]) ->
     return slowest
 
 
-def summarize(minutes: Sequence[Minute], trace: Trace, params: FleetParams, price: float | None) -> Summary:
+def _spike_to_first_request_s(minutes: Sequence[Minute], spikes: Sequence[Window]) -> float | None:
+    slowest: float | None = None
+    for spike in spikes:
+        during = [m for m in minutes if spike.start < m.at + TICK and m.at < spike.end + SPIKE_TAIL]
+        if not during:
+            continue
+        asked = next((m for m in during if m.desired > during[0].desired), None)
+        if asked is None:
+            return None
+        seconds = max(0.0, (asked.at - spike.start).total_seconds())
+        slowest = seconds if slowest is None else max(slowest, seconds)
+    return slowest
+
+
+def summarize(
+    minutes: Sequence[Minute],
+    trace: Trace,
+    params: FleetParams,
+    price: float | None,
+    *,
+    since: datetime | None = None,
+) -> Summary:
+    """What ``minutes`` cost and what users saw; from ``since`` on only when given (the judged week of a scenario).
+
+    Calendar events and unpredicted spikes are the trace's windows (those that end before ``since`` count for
+    nothing, their minutes being left out).
+    """
+    if since is not None:
+        minutes = [m for m in minutes if m.at >= since]
     events = [w for w in trace.windows if w.predicted]
     spikes = [w for w in trace.windows if not w.predicted]
     requests = sum(m.arrived for m in minutes)
@@ -69,6 +100,7 @@ def summarize(minutes: Sequence[Minute], trace: Trace, params: FleetParams, pric
         minutes_degraded=sum(1 for m in minutes if m.failed or m.wait_s > params.degraded_wait_s),
         worst_queue_wait_s=round(max((m.wait_s for m in minutes), default=0.0), 1),
         spike_to_capacity_s=_spike_to_capacity_s(minutes, spikes),
+        spike_to_first_capacity_request_s=_spike_to_first_request_s(minutes, spikes),
         instance_hours=round(hours, 2),
         cost_usd=round(hours * price, 2) if price is not None else None,
     )
@@ -83,22 +115,36 @@ def windows(trace: Trace) -> list[str]:
     return lines
 
 
+def vs_oracle(summaries: Mapping[str, Summary], name: str, oracle: str = "oracle") -> float | None:
+    """``name``'s billed instance-hours over the oracle's (1.0: no more than needed); None without an oracle."""
+    base = summaries.get(oracle)
+    if base is None or not base.instance_hours:
+        return None
+    return summaries[name].instance_hours / base.instance_hours
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds:.0f} s" if seconds < 600 else f"{seconds / 60:.0f} min"  # seconds where a minute matters
+
+
 def table(summaries: Mapping[str, Summary], oracle: str = "oracle") -> str:
     """One row per policy, for a terminal."""
-    base = summaries.get(oracle)
     header = (
         f"{'policy':<10} {'failed':>8} {'failed %':>9} {'on events %':>12} {'in spikes':>10} {'degraded min':>13} "
-        f"{'worst wait':>11} {'spike->cap':>11} {'inst-hours':>11} {'cost':>10} {'vs oracle':>10}"
+        f"{'worst wait':>11} {'spike->ask':>11} {'spike->cap':>11} {'inst-hours':>11} {'cost':>10} {'vs oracle':>10}"
     )
     lines = [header, "-" * len(header)]
     for name, s in summaries.items():
-        spike = "-" if s.spike_to_capacity_s is None else f"{s.spike_to_capacity_s / 60:.0f} min"
         cost = "-" if s.cost_usd is None else f"${s.cost_usd:,.0f}"
-        ratio = f"x{s.instance_hours / base.instance_hours:.3f}" if base and base.instance_hours else "-"
+        hours = vs_oracle(summaries, name, oracle)
+        ratio = "-" if hours is None else f"x{hours:.3f}"
+        asked, added = _duration(s.spike_to_first_capacity_request_s), _duration(s.spike_to_capacity_s)
         lines.append(
             f"{name:<10} {s.failed:>8,} {s.failed_pct:>9.3f} {s.failed_pct_on_calendar_events:>12.3f} "
             f"{s.failed_in_unpredicted_spikes:>10,} {s.minutes_degraded:>13,} {s.worst_queue_wait_s:>10.0f}s "
-            f"{spike:>11} {s.instance_hours:>11,.1f} {cost:>10} {ratio:>10}"
+            f"{asked:>11} {added:>11} {s.instance_hours:>11,.1f} {cost:>10} {ratio:>10}"
         )
     return "\n".join(lines)
 

@@ -216,3 +216,25 @@ def load_csv(path: Path) -> Trace:
         share, rest = divmod(round(count), minutes)
         requests += [share + (1 if i < rest else 0) for i in range(minutes)]
     return Trace(rows[0][1], tuple(requests))
+
+
+def write_csv(trace: Trace, path: Path, *, minutes_per_row: int = 1) -> Path:
+    """Write ``trace`` as :func:`load_csv` reads it: ``time,requests`` rows in UTC, each the sum of its minutes.
+
+    Only the arrivals are written: replayed, a trace gets its calendar windows back from the calendar
+    (``calendar_windows``), not the scenario's widened ones or its unannounced spikes.
+
+    Raises
+    ------
+    ValueError
+        When ``minutes_per_row`` does not divide the trace into whole rows.
+    """
+    if minutes_per_row < 1 or len(trace) % minutes_per_row:
+        raise ValueError(f"{len(trace)} minutes do not make whole rows of {minutes_per_row} minutes")
+    start = trace.start.astimezone(UTC)
+    rows = [
+        f"{start + first * TICK:%Y-%m-%dT%H:%M:%SZ},{sum(trace.requests[first : first + minutes_per_row])}"
+        for first in range(0, len(trace), minutes_per_row)
+    ]
+    path.write_text("time,requests\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    return path

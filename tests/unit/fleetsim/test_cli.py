@@ -163,4 +163,40 @@ def test_without_traffic_argparse_says_what_is_missing(capsys: pytest.CaptureFix
     with pytest.raises(SystemExit) as exited:
         main([])
     assert exited.value.code == 2
-    assert "one of the arguments --from --trace is required" in capsys.readouterr().err
+    assert "one of the arguments --from --trace --scenario is required" in capsys.readouterr().err
+
+
+def test_a_scenario_is_played_for_weeks_and_judged_on_its_last(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    saved = tmp_path / "unannounced.csv"
+    code = main(["--scenario", "unannounced-3x", "--policies", "reactive,oracle", "--json", "--save-trace", str(saved)])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    result = json.loads(out.out)
+    jsonschema.validate(result, {**OUTPUT_SCHEMA, "properties": {**OUTPUT_SCHEMA["properties"], "policies": {}}})
+    assert (result["minutes"], result["judged_from"]) == (4 * 7 * 1440, "2026-11-29T15:00:00+00:00")  # Monday JST
+    assert [(w["name"], w["predicted"]) for w in result["windows"]][:2] == [
+        ("shonen-jump-monday", True),
+        ("unannounced 3x", False),
+    ]
+    reactive = result["policies"]["reactive"]
+    assert reactive["requests"] < sum(int(line.split(",")[1]) for line in saved.read_text().splitlines()[1:]) / 3
+    assert reactive["spike_to_first_capacity_request_s"] is not None
+    # The saved trace replays through --trace with the calendar's own windows (not the spike: it is in none).
+    assert main(["--trace", str(saved), "--policies", "oracle", "--json"]) == 0
+    replayed = json.loads(capsys.readouterr().out)
+    assert replayed["minutes"] == result["minutes"] and replayed["judged_from"] is None
+    assert "unannounced 3x" not in {w["name"] for w in replayed["windows"]}
+
+
+def test_the_scenarios_are_listed_and_an_unknown_one_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--list-scenarios"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert {"baseline-1x", "event-early-30pct", "entry-brings-nothing", "unannounced-3x"} <= set(listed)
+    assert main(["--scenario", "calm-sea"]) == 2
+    assert "fleetsim: --scenario: unknown scenario 'calm-sea'; known: baseline-0.5x" in capsys.readouterr().err
+    assert main(["--scenario", "baseline-1x", "--spike", "2026-11-10T13:00,60,3"]) == 2
+    assert (
+        "--spike: baseline-1x: spike at 2026-11-10T13:00:00+09:00 is not in the judged week" in capsys.readouterr().err
+    )

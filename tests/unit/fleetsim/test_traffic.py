@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
 
+from fleetsim import scenarios
 from fleetsim.simulate import Setup, load_setup
-from fleetsim.traffic import Spike, Trace, TraceError, generate, load_csv
+from fleetsim.traffic import Spike, Trace, TraceError, generate, load_csv, write_csv
 
 JST = ZoneInfo("Asia/Tokyo")
 FRIDAY = datetime(2026, 12, 4, tzinfo=JST)
@@ -95,3 +97,28 @@ def test_a_bad_trace_file_names_the_line_and_the_reason(tmp_path: Path, content:
 def test_a_missing_trace_file_says_so(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match=r"cannot read trace .*nowhere\.csv"):
         load_csv(tmp_path / "nowhere.csv")
+
+
+def test_weeks_of_five_minute_rows_are_read_minute_by_minute(tmp_path: Path) -> None:
+    start = datetime(2026, 11, 9, tzinfo=UTC)
+    rows = [f"{start + timedelta(minutes=5 * i):%Y-%m-%dT%H:%M:%SZ},{600 + i % 288}" for i in range(3 * 7 * 288)]
+    export = tmp_path / "three-weeks.csv"
+    export.write_text("Timestamp,Invocations\n" + "\n".join(rows) + "\n")
+    trace = load_csv(export)
+    assert (trace.start, len(trace), trace.end) == (start, 3 * 7 * 24 * 60, start + timedelta(weeks=3))
+    assert sum(trace.requests) == sum(600 + i % 288 for i in range(3 * 7 * 288))
+    assert trace.requests[-5:] == (178, 178, 177, 177, 177)  # the last row, 887, spread over its minutes
+
+
+def test_a_written_trace_replays_as_it_was_played(tmp_path: Path) -> None:
+    setup = load_setup("manga-chat-prod")
+    entries, _ = setup.calendar()
+    weeks = scenarios.generate(replace(scenarios.scenario("baseline-1x"), weeks=3), setup.variant, entries, "x")
+    assert len(weeks) == 3 * 7 * 24 * 60
+    replayed = load_csv(write_csv(weeks, tmp_path / "weeks.csv"))
+    assert (replayed.start, replayed.requests) == (weeks.start, weeks.requests)
+    five = load_csv(write_csv(weeks, tmp_path / "five.csv", minutes_per_row=5))
+    assert len(five) == len(weeks) and sum(five.requests) == sum(weeks.requests)
+    assert sum(five.requests[:5]) == sum(weeks.requests[:5])
+    with pytest.raises(ValueError, match="do not make whole rows of 11 minutes"):
+        write_csv(weeks, tmp_path / "eleven.csv", minutes_per_row=11)
