@@ -14,6 +14,7 @@ def run() -> dict[str, float]:
         "LEASE_TABLE": "lease",
         "KILL_SWITCH_PARAMETER": "/bench/kill-switch",
         "FLEET_CONFIG_PATH": str(REPO / "layers/core/fleet_config/fleet.yaml"),
+        "PLAYBOOK_PATH": str(REPO / "layers/core/fleet_config/playbook.yaml"),
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_ACCESS_KEY_ID": "bench",
         "AWS_SECRET_ACCESS_KEY": "bench",

@@ -54,6 +54,7 @@ def run(emulator: MotoServer) -> None:
     resources = create_core_resources()
     os.environ.update(resources.environment())
     os.environ["FLEET_CONFIG_PATH"] = os.path.join(REPO, "layers/core/fleet_config/fleet.yaml")
+    os.environ["PLAYBOOK_PATH"] = os.path.join(REPO, "layers/core/fleet_config/playbook.yaml")
     os.environ["ENVIRONMENT_NAME"] = "prod"  # the prod stack: it plans the prod endpoints of fleet.yaml only
     create_endpoint(ENDPOINT, {"primary": (4, 4, 12)})
     print(f"Emulated AWS at {emulator.endpoint_url}: endpoint {ENDPOINT!r} with a scalable target (min 4, max 12).")

@@ -107,7 +107,8 @@ class AlarmResponse:
         if self.plan_level is None or record is None or not release_due(record, at, self.playbook.rails.raise_hold):
             return
         level = self.plan_level()
-        scaler.set_range(level, scaler.max_capacity)  # desired stays: target tracking scales in from here
+        if level < scaler.min_capacity <= record.min_capacity:  # as the reconciler's release_changes decides
+            scaler.set_range(level, scaler.max_capacity)  # desired stays: target tracking scales in from here
         self.raise_record = None
         reason = f"released raise to MinCapacity {record.min_capacity}: alarms OK since {record.cleared_at}"
         self.decisions.append((at, "release", f"{reason}, back to the plan's {level}"))

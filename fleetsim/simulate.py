@@ -105,7 +105,12 @@ def make_policy(name: str, setup: Setup, history: SimulatedHistory | None = None
         prescale = CalendarPrescale(
             setup.config, setup.endpoint, setup.one_off_rows, setup.prescale_interval_s, history=history
         )
-        responder = AlarmResponse(setup.playbook, setup.endpoint.name, setup.variant)
+        responder = AlarmResponse(
+            setup.playbook,
+            setup.endpoint.name,
+            setup.variant,
+            plan_level=lambda: prescale.plan_level() or setup.variant.floor,
+        )
         return Combined("project", [prescale, tracking, responder])
     raise ValueError(f"unknown policy {name!r}; known: {POLICIES}")
 

@@ -11,13 +11,17 @@ from aws_lambda_powertools.metrics import MetricUnit
 from fleetops.aws.audit_table import AuditTable
 from fleetops.aws.autoscaling import AutoScaling
 from fleetops.aws.lease import EndpointLease
+from fleetops.aws.notifier import Notifier
 from fleetops.aws.switches import KillSwitch
 from fleetops.config import load_fleet_config
 from fleetops.metrics import MetricName
 from fleetops.prescale.calendar_table import CalendarTable
+from fleetops.prescale.demand_history import DemandHistory
 from fleetops.prescale.events import parse_event
 from fleetops.prescale.models import Plan
 from fleetops.prescale.reconciler import PrescaleDeps, reconcile
+from fleetops.remediation.models import load_playbook
+from fleetops.remediation.state_table import RemediationStateStore
 from fleetops.settings import CommonSettings
 
 if TYPE_CHECKING:
@@ -30,11 +34,14 @@ tracer = Tracer()
 
 class Settings(CommonSettings):
     calendar_table: str
+    remediation_state_table: str = ""  # the alarm responder's raises; empty: none are released here
+    playbook_path: str = "/opt/python/fleet_config/playbook.yaml"
 
 
 # A wrong environment or fleet.yaml fails the cold start with a clear message, before any event.
 settings = Settings.from_env()
 config = load_fleet_config(settings.fleet_config_path)
+raise_hold = load_playbook(settings.playbook_path).rails.raise_hold
 
 
 @cache
@@ -46,6 +53,10 @@ def dependencies() -> PrescaleDeps:
         audit=AuditTable(settings.audit_table),
         kill_switch=KillSwitch(settings.kill_switch_parameter),
         lease=EndpointLease(settings.lease_table) if settings.lease_table else None,
+        history=DemandHistory(),
+        notifier=Notifier(settings.notification_topic_arn) if settings.notification_topic_arn else None,
+        raises=RemediationStateStore(settings.remediation_state_table) if settings.remediation_state_table else None,
+        raise_hold=raise_hold,
     )
 
 
@@ -54,6 +65,18 @@ def report(plan: Plan) -> None:
         logger.warning("skipped invalid calendar entry", extra=entry.model_dump())
     metrics.add_metric(MetricName.PRESCALE_INVALID_ENTRIES, MetricUnit.Count, len(plan.invalid_entries))
     metrics.add_metric(MetricName.PRESCALE_CHANGES, MetricUnit.Count, sum(c.outcome == "applied" for c in plan.changes))
+    at_risk = sum(o.requests_at_risk for v in plan.variants for o in v.over_cap)
+    metrics.add_metric(MetricName.PRESCALE_OVER_CAP, MetricUnit.Count, at_risk)
+    for variant in plan.variants:
+        if variant.forecast is not None:
+            logger.info(
+                "planned from " + variant.forecast.source,
+                extra={
+                    "variant": variant.variant_name,
+                    "forecast": variant.forecast.model_dump(mode="json"),
+                    "event_sizes": [s.model_dump() for s in variant.event_sizes],
+                },
+            )
     logger.info(
         "reconciled",
         extra={"changes": [f"{c.outcome} {c.kind} {c.name}" for c in plan.changes], "dry_run": plan.dry_run},

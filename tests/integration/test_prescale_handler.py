@@ -25,6 +25,7 @@ def stack_handler(environment: str) -> Iterator[ModuleType]:
         **resources.environment(),
         "ENVIRONMENT_NAME": environment,
         "FLEET_CONFIG_PATH": str(REPO / "layers/core/fleet_config/fleet.yaml"),
+        "PLAYBOOK_PATH": str(REPO / "layers/core/fleet_config/playbook.yaml"),
     }
     with cold_start_environment(variables, ["prescale"]):
         yield load_handler_module("prescale")

@@ -63,6 +63,18 @@ class AuditTable:
                 ) from exc
         return record
 
+    def append_once(self, record: AuditRecord) -> bool:
+        """Append ``record`` under its own ``record_id`` unless that key is taken; ``True`` when it was new.
+
+        For a finding reported once per period (a record id made from the period and what it is about): the
+        second run of the period finds the key and learns, without a read permission, that it was reported.
+        """
+        try:
+            self.write(record)
+        except AuditRecordConflictError:
+            return False
+        return True
+
     def list(self, endpoint_name: str, since: datetime | None = None) -> list[AuditRecord]:
         """Every record of an endpoint (at or after ``since``: read from there by the sort key), oldest first."""
         records: list[AuditRecord] = []

@@ -6,13 +6,14 @@ independent and the next run recomputes from scratch).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from fleetops.audit import AuditRecord, Outcome
+from fleetops.audit import AuditRecord, Outcome, record_id_time
 from fleetops.aws.audit_table import AuditTable
 from fleetops.aws.autoscaling import AutoScaling
 from fleetops.aws.lease import EndpointLease
@@ -26,6 +27,8 @@ from fleetops.prescale.calendar_table import CalendarTable
 from fleetops.prescale.demand_history import DemandHistory
 from fleetops.prescale.forecast_plan import HistoryPlan, plan_from_history
 from fleetops.prescale.models import ACTION_PREFIX, Change, ForecastSummary, Plan, VariantPlan
+from fleetops.remediation.raises import release_due, release_reason
+from fleetops.remediation.state_table import RemediationStateStore
 
 ACTOR = "prescale"
 
@@ -35,7 +38,7 @@ class UnmanagedVariantError(LookupError):
 
 
 LEASE_TTL_S = 120
-_APPLY_ORDER = {"raise_min": 0, "create": 1, "update": 2, "delete": 3}
+_APPLY_ORDER = {"raise_min": 0, "release_min": 1, "create": 2, "update": 3, "delete": 4}
 
 
 @dataclass
@@ -49,6 +52,8 @@ class PrescaleDeps:
     lease: EndpointLease | None = None
     history: DemandHistory | None = None  # None: plan from the configured levels only
     notifier: Notifier | None = None  # a forecast above a variant's cap is sent here (and audited)
+    raises: RemediationStateStore | None = None  # the alarm responder's raises, released once their alarms clear
+    raise_hold: timedelta = timedelta(minutes=15)  # the playbook's rails.raise_hold_seconds
 
 
 def load_calendar(
@@ -166,13 +171,10 @@ def plan_endpoint(
     return plans, changes
 
 
-REPORT_EVERY = timedelta(hours=24)
-
-
 def _report(deps: PrescaleDeps, plan: VariantPlan, trigger: str, now: datetime, dry_run: bool) -> None:
     """Audit (and notify) what the plan could not do: a forecast above the cap, steps merged for the quota.
 
-    The reconciler runs every few minutes; each finding is reported once a day, keyed by what it is about.
+    The reconciler runs every few minutes; each finding is reported once a UTC day, keyed by what it is about.
     """
     where = f"{plan.endpoint_name}/{plan.variant_name}"
     findings: list[tuple[str, str, str]] = []
@@ -192,14 +194,8 @@ def _report(deps: PrescaleDeps, plan: VariantPlan, trigger: str, now: datetime, 
             f"{plan.dropped_steps[0].at:%a %H:%M} UTC"
         )
         findings.append((f"merge steps {where}", f"{where}@{now:%Y-%m-%d}", reason))
-    if not findings:
-        return
-    seen = {
-        (r.action, (r.after or {}).get("key")) for r in deps.audit.list(plan.endpoint_name, since=now - REPORT_EVERY)
-    }
+    day = record_id_time(now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0))
     for action, key, reason in findings:
-        if (action, key) in seen:
-            continue
         record = AuditRecord(
             endpoint_name=plan.endpoint_name,
             actor=ACTOR,
@@ -210,10 +206,61 @@ def _report(deps: PrescaleDeps, plan: VariantPlan, trigger: str, now: datetime, 
             after={"key": key},
             dry_run=dry_run,
             at=now,
+            # One record per finding and UTC day: a later run of the day finds the key taken and stays quiet.
+            record_id=f"{day}#{hashlib.sha256(f'{action}|{key}'.encode()).hexdigest()[:12]}",
         )
-        deps.audit.write(record)
-        if deps.notifier is not None and action.startswith("forecast over cap"):
+        if deps.audit.append_once(record) and deps.notifier is not None and action.startswith("forecast over cap"):
             deps.notifier.publish(f"[prescale] forecast above the cap on {where}", reason)
+
+
+def release_changes(deps: PrescaleDeps, endpoint_name: str, plans: list[VariantPlan], now: datetime) -> list[Change]:
+    """The responder's raises whose alarms have been OK for the hold: MinCapacity back to the plan's level now.
+
+    Only a MinCapacity the raise set (not above it: someone else raised it further) is lowered, and never below the
+    plan; a raise whose MinCapacity has already come down is just forgotten.
+    """
+    if deps.raises is None:
+        return []
+    levels = {p.variant_name: p.current_min_capacity for p in plans}
+    changes = []
+    for record in deps.raises.raises(endpoint_name):
+        plan_level = levels.get(record.variant_name)
+        if plan_level is None or not release_due(record, now, deps.raise_hold):
+            continue
+        target = deps.autoscaling.get_target(endpoint_name, record.variant_name)
+        if target is None:
+            continue
+        lower = plan_level < target.min_capacity <= record.min_capacity
+        changes.append(
+            Change(
+                kind="release_min",
+                endpoint_name=endpoint_name,
+                variant_name=record.variant_name,
+                name=f"{endpoint_name}/{record.variant_name}",
+                reason=release_reason(record, now, plan_level),
+                before={"min_capacity": target.min_capacity, "max_capacity": target.max_capacity},
+                after={
+                    "min_capacity": plan_level if lower else target.min_capacity,
+                    "max_capacity": target.max_capacity,
+                },
+            )
+        )
+    return changes
+
+
+def _release(change: Change, deps: PrescaleDeps, now: datetime) -> Change:
+    """Apply a release under the lease, on fresh state: an alarm that fired since keeps the raise."""
+    assert deps.raises is not None and isinstance(change.before, dict) and isinstance(change.after, dict)
+    record = next((r for r in deps.raises.raises(change.endpoint_name) if r.variant_name == change.variant_name), None)
+    if record is None or not release_due(record, now, deps.raise_hold):
+        return change.model_copy(update={"outcome": "skipped", "error": "the raise's alarm fired again"})
+    if change.after["min_capacity"] != change.before["min_capacity"]:
+        deps.autoscaling.set_capacity(
+            change.endpoint_name, change.variant_name, change.after["min_capacity"], change.after["max_capacity"]
+        )
+    if not deps.raises.forget_raise(change.endpoint_name, change.variant_name, released=record):
+        return change.model_copy(update={"outcome": "skipped", "error": "the raise changed while it was released"})
+    return change.model_copy(update={"outcome": "applied"})
 
 
 def _apply(change: Change, autoscaling: AutoScaling) -> None:
@@ -275,8 +322,11 @@ def _apply_endpoint(
     try:
         for planned in sorted(changes, key=lambda c: (_APPLY_ORDER[c.kind], c.name)):
             try:
-                _apply(planned, deps.autoscaling)
-                result = planned.model_copy(update={"outcome": "applied"})
+                if planned.kind == "release_min":
+                    result = _release(planned, deps, now)
+                else:
+                    _apply(planned, deps.autoscaling)
+                    result = planned.model_copy(update={"outcome": "applied"})
             except (ClientError, BotoCoreError) as exc:  # after retries: record, carry on, next run repairs
                 result = planned.model_copy(update={"outcome": "failed", "error": str(exc)})
             _audit(deps, result, trigger, result.outcome, False, now)
@@ -319,6 +369,7 @@ def reconcile(
         variants += plans
         for plan in plans:
             _report(deps, plan, trigger, now, dry_run=held_back)
+        planned += release_changes(deps, endpoint.name, plans, now)
         if not planned:
             continue
         if held_back:
