@@ -1,0 +1,192 @@
+"""The forecast-driven plan on the moto server: history read with GetMetricData, learned sizes, released raises.
+
+Three weeks of the variant's ``AWS/SageMaker`` ``Invocations`` are put into the emulator's CloudWatch as SageMaker
+would have published them. That history is a fixture (weeks of real traffic cannot be replayed here); everything
+after it (the read, the forecast, the scheduled actions, the release of a responder raise) is the project's code
+against the emulator over HTTP.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+
+from devtools.aws_resources import CoreResources, create_core_resources, create_endpoint, create_table
+from fleetops.aws.audit_table import AuditTable
+from fleetops.aws.autoscaling import AutoScaling
+from fleetops.aws.lease import EndpointLease
+from fleetops.aws.notifier import Notifier
+from fleetops.aws.retry import FAST_RETRY
+from fleetops.aws.switches import KillSwitch
+from fleetops.config import FleetConfig
+from fleetops.metrics import SAGEMAKER_INVOCATIONS, SAGEMAKER_NAMESPACE
+from fleetops.prescale.calendar_table import CalendarTable
+from fleetops.prescale.demand_history import DemandHistory
+from fleetops.prescale.reconciler import PrescaleDeps, reconcile
+from fleetops.remediation.state_table import RemediationStateStore
+from fleetops.tables import REMEDIATION_STATE_PK
+
+EP = "manga-chat-prod"
+NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)  # a Thursday; the Friday simulpub is 2026-12-04 11:00-13:00Z
+EVERYDAY_RPS = 8.0
+FRIDAY_RPS = 24.0  # three times the everyday traffic, where the entry says 2.5
+
+
+def fleet_config() -> FleetConfig:
+    # 8 rps x 1.25 headroom / 4 rps per instance -> 3 instances; 24 rps -> 8; x2.5 of 8 rps (configured) -> 5.
+    return FleetConfig.model_validate(
+        {
+            "version": "test",
+            "prescale": {"lead_time_minutes": 20, "scale_in_delay_minutes": 15, "planning_horizon_hours": 48},
+            "endpoints": [
+                {
+                    "name": EP,
+                    "variants": [
+                        {
+                            "name": "primary",
+                            "capacity_rps_per_instance": 4,
+                            "baseline_rps": 12,
+                            "headroom": 1.25,
+                            "floor": 2,
+                            "cap": 12,
+                        }
+                    ],
+                }
+            ],
+            "recurring": [
+                {
+                    "name": "friday-simulpub",
+                    "weekday": "friday",
+                    "local_time": "20:00",
+                    "timezone": "Asia/Tokyo",
+                    "duration_minutes": 120,
+                    "multiplier": 2.5,
+                }
+            ],
+        }
+    )
+
+
+def put_history(days: int) -> None:
+    """``days`` of five-minute Invocations sums before NOW: everyday traffic, three times that on Friday nights."""
+    cloudwatch = boto3.client("cloudwatch")
+    data: list[dict[str, Any]] = []
+    at = NOW - timedelta(days=days)
+    while at < NOW:
+        friday_night = at.weekday() == 4 and 11 <= at.hour < 13
+        rps = FRIDAY_RPS if friday_night else EVERYDAY_RPS
+        data.append(
+            {
+                "MetricName": SAGEMAKER_INVOCATIONS,
+                "Dimensions": [{"Name": "EndpointName", "Value": EP}, {"Name": "VariantName", "Value": "primary"}],
+                "Timestamp": at,
+                "Value": rps * 300,
+                "Unit": "None",
+            }
+        )
+        at += timedelta(minutes=5)
+    for i in range(0, len(data), 1000):
+        cloudwatch.put_metric_data(Namespace=SAGEMAKER_NAMESPACE, MetricData=data[i : i + 1000])
+
+
+@pytest.fixture
+def resources() -> CoreResources:
+    res = create_core_resources()
+    create_endpoint(EP, {"primary": (3, 2, 12)})
+    return res
+
+
+@pytest.fixture
+def raises() -> RemediationStateStore:
+    return RemediationStateStore(create_table("manga-llm-fleet-remediation-state", REMEDIATION_STATE_PK))
+
+
+@pytest.fixture
+def deps(resources: CoreResources, raises: RemediationStateStore) -> PrescaleDeps:
+    return PrescaleDeps(
+        autoscaling=AutoScaling(retry=FAST_RETRY),
+        calendar=CalendarTable(resources.calendar_table),
+        audit=AuditTable(resources.audit_table),
+        kill_switch=KillSwitch(resources.kill_switch_parameter),
+        lease=EndpointLease(resources.lease_table),
+        history=DemandHistory(),
+        notifier=Notifier(resources.topic_arn),
+        raises=raises,
+        raise_hold=timedelta(minutes=15),
+    )
+
+
+def levels() -> list[tuple[datetime | None, int]]:
+    found = AutoScaling().list_scheduled_actions(EP, "primary", "prescale-")
+    return sorted((a.runs_at(), a.min_capacity) for a in found)
+
+
+def test_three_weeks_of_history_plan_the_friday_release_at_its_learned_size(deps: PrescaleDeps) -> None:
+    put_history(days=21)
+
+    plan = reconcile(fleet_config(), deps, now=NOW, trigger="test", dry_run=False)
+
+    [variant] = plan.variants
+    assert variant.forecast is not None
+    assert (variant.forecast.source, variant.forecast.history_days) == ("history", 21.0)
+    assert (variant.forecast.forecast_low_rps, variant.forecast.forecast_peak_rps) == (8.0, 8.0)
+    [friday] = variant.event_sizes
+    assert (friday.configured, friday.learned, friday.used, friday.occurrences) == (2.5, 3.0, "learned", 3)
+    # The history's Friday windows start on the hour it rose: the learned profile is raised from the entry's start,
+    # 20 minutes (the lead) earlier in MinCapacity, and down 15 minutes (the scale-in delay) after its end.
+    friday_start = datetime(2026, 12, 4, 11, 0, tzinfo=UTC)
+    assert levels() == [
+        (friday_start - timedelta(minutes=20), 8),
+        (friday_start + timedelta(hours=2, minutes=15), 3),
+    ]
+    assert variant.current_min_capacity == 3
+    [raise_now] = [c for c in plan.changes if c.kind == "raise_min"]  # MinCapacity 2 -> 3, the everyday level
+    assert raise_now.after == {"min_capacity": 3, "max_capacity": 12}
+    assert AutoScaling().get_target(EP, "primary").min_capacity == 3  # type: ignore[union-attr]
+
+
+def test_an_endpoint_with_a_week_of_history_or_less_keeps_the_configured_levels_and_says_so(
+    deps: PrescaleDeps,
+) -> None:
+    put_history(days=5)
+
+    plan = reconcile(fleet_config(), deps, now=NOW, trigger="test", dry_run=False)
+
+    [variant] = plan.variants
+    assert variant.forecast is not None
+    assert variant.forecast.source == "configuration"
+    assert variant.forecast.why == "5.0 days of Invocations history, 7 needed: configured levels"
+    # The configured baseline (12 rps -> 4 instances) and the entry's own x2.5 (-> 10 instances), as before.
+    assert [level for _, level in levels()] == [10, 4]
+    assert variant.event_sizes == []
+
+
+def test_a_responder_raise_returns_to_the_plan_once_its_alarm_has_been_ok_for_the_hold(
+    deps: PrescaleDeps, raises: RemediationStateStore
+) -> None:
+    put_history(days=21)
+    alarm = "manga-llm-fleet-remediation-queue-depth-manga-chat-prod-primary"
+    raises.record_raise(EP, "primary", alarm, 7, NOW - timedelta(minutes=40))
+    AutoScaling().set_capacity(EP, "primary", 7, 12)
+    raises.record_clear(EP, "primary", alarm, NOW - timedelta(minutes=10))
+
+    held = reconcile(fleet_config(), deps, now=NOW, trigger="test", dry_run=False)
+    assert [c.kind for c in held.changes if c.kind.endswith("_min")] == []  # OK for 10 of 15 minutes: kept
+    assert AutoScaling().get_target(EP, "primary").min_capacity == 7  # type: ignore[union-attr]
+
+    later = NOW + timedelta(minutes=5)
+    released = reconcile(fleet_config(), deps, now=later, trigger="test", dry_run=False)
+
+    [release] = [c for c in released.changes if c.kind == "release_min"]
+    assert (release.outcome, release.before, release.after) == (
+        "applied",
+        {"min_capacity": 7, "max_capacity": 12},
+        {"min_capacity": 3, "max_capacity": 12},
+    )
+    assert AutoScaling().get_target(EP, "primary").min_capacity == 3  # type: ignore[union-attr]
+    assert raises.raises(EP) == []
+    [record] = [r for r in deps.audit.list(EP) if r.action.startswith("release_min")]
+    assert "released to the plan's 3" in record.reason
