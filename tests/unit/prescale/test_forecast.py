@@ -1,0 +1,283 @@
+"""The demand forecast and learned event sizes, on small series computed by hand.
+
+A series is requests/s per 5-minute slot (``SLOT``) from a slot-aligned UTC start.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from fleetops.calendar import Occurrence
+from fleetops.prescale.event_sizes import EARLY, LATE, MAX_OCCURRENCES, EventSize, Profile, learn
+from fleetops.prescale.forecast import (
+    MAX_WEEKLY_GROWTH,
+    SLOT,
+    SLOTS_PER_WEEK,
+    WEEK,
+    DemandSeries,
+    everyday,
+    forecast,
+    weekly_growth,
+)
+
+T0 = datetime(2026, 11, 4, tzinfo=UTC)  # a Wednesday, midnight UTC
+SLOTS_PER_DAY = 288
+
+
+def series(*rps: float | None) -> DemandSeries:
+    return DemandSeries(T0, tuple(rps))
+
+
+def weeks(*levels: float) -> DemandSeries:
+    """Whole weeks, each flat at its level, oldest first."""
+    return DemandSeries(T0, tuple(level for level in levels for _ in range(SLOTS_PER_WEEK)))
+
+
+# everyday: calendar event windows cut out of the history
+
+
+def test_a_release_night_in_the_middle_is_replaced_by_a_straight_line_between_its_neighbours() -> None:
+    usual = everyday(series(4.0, 50.0, 50.0, 50.0, 8.0), [(T0 + SLOT, T0 + 4 * SLOT)])
+    assert usual.rps == (4.0, 5.0, 6.0, 7.0, 8.0)
+
+
+def test_every_slot_an_event_touches_is_cut_out_even_when_the_event_starts_and_ends_mid_slot() -> None:
+    # 10:02 to 10:13 touches the slots of 10:00, 10:05 and 10:10.
+    event = (T0 + SLOT + timedelta(minutes=2), T0 + 3 * SLOT + timedelta(minutes=3))
+    usual = everyday(series(4.0, 50.0, 50.0, 50.0, 8.0), [event])
+    assert usual.rps == (4.0, 5.0, 6.0, 7.0, 8.0)
+
+
+def test_an_event_at_the_end_of_the_history_holds_the_last_everyday_value() -> None:
+    usual = everyday(series(3.0, 5.0, 40.0, 40.0), [(T0 + 2 * SLOT, T0 + 4 * SLOT)])
+    assert usual.rps == (3.0, 5.0, 5.0, 5.0)
+
+
+def test_an_event_at_the_start_of_the_history_holds_the_first_everyday_value() -> None:
+    usual = everyday(series(40.0, 40.0, 6.0, 7.0), [(T0 - SLOT, T0 + 2 * SLOT)])
+    assert usual.rps == (6.0, 6.0, 6.0, 7.0)
+
+
+def test_slots_with_nothing_recorded_stay_empty_when_an_event_covers_them() -> None:
+    # The endpoint started serving at the third slot; the event covers the first four.
+    usual = everyday(series(None, None, 30.0, 30.0, 7.0), [(T0, T0 + 4 * SLOT)])
+    assert usual.rps == (None, None, 7.0, 7.0, 7.0)
+
+
+def test_an_empty_slot_beside_an_event_is_not_used_as_a_neighbour() -> None:
+    usual = everyday(series(2.0, None, 50.0, 4.0), [(T0 + 2 * SLOT, T0 + 3 * SLOT)])
+    assert usual.rps == (2.0, None, 4.0, 4.0)
+
+
+# weekly_growth: the week-over-week trend
+
+
+def test_weeks_growing_ten_percent_each_give_a_growth_of_one_point_one() -> None:
+    assert weekly_growth(weeks(10.0, 11.0, 12.1)) == pytest.approx(1.1, abs=1e-12)
+
+
+def test_a_single_week_of_history_has_no_trend() -> None:
+    assert weekly_growth(weeks(10.0)) == 1.0
+
+
+def test_a_threefold_jump_between_two_weeks_is_clamped_to_the_largest_growth() -> None:
+    assert MAX_WEEKLY_GROWTH == 1.5
+    assert weekly_growth(weeks(10.0, 30.0)) == 1.5
+
+
+def test_a_threefold_drop_between_two_weeks_is_clamped_to_the_largest_decline() -> None:
+    assert weekly_growth(weeks(30.0, 10.0)) == pytest.approx(1 / 1.5, abs=1e-12)
+
+
+def test_weeks_are_counted_back_from_the_end_and_a_partial_week_at_the_start_is_left_out() -> None:
+    # Half a week at 1 req/s, then whole weeks at 10 and 12: only 12/10 counts.
+    half = DemandSeries(T0 - WEEK / 2, (1.0,) * (SLOTS_PER_WEEK // 2) + weeks(10.0, 12.0).rps)
+    assert weekly_growth(half) == pytest.approx(1.2, abs=1e-12)
+
+
+def test_a_week_with_unrecorded_slots_ends_the_trend() -> None:
+    # The oldest week has one empty slot: only the two newer weeks (11 -> 12.1) give a ratio.
+    rps = list(weeks(5.0, 11.0, 12.1).rps)
+    rps[10] = None
+    assert weekly_growth(DemandSeries(T0, tuple(rps))) == pytest.approx(1.1, abs=1e-12)
+
+
+# forecast: the median of the same slot in past weeks
+
+
+NOW = T0 + 3 * WEEK
+
+
+def three_weeks_with(oldest: float, middle: float, newest: float, at: timedelta = timedelta(0)) -> DemandSeries:
+    """Three weeks at 1 req/s, except the slot at offset ``at`` of each week."""
+    rps = [1.0] * (3 * SLOTS_PER_WEEK)
+    i = int(at / SLOT)
+    rps[i], rps[i + SLOTS_PER_WEEK], rps[i + 2 * SLOTS_PER_WEEK] = oldest, middle, newest
+    return DemandSeries(T0, tuple(rps))
+
+
+def test_one_unannounced_spike_is_outvoted_by_the_other_weeks() -> None:
+    history = three_weeks_with(oldest=10.0, middle=12.0, newest=30.0, at=timedelta(hours=18))
+    assert forecast(history, NOW, [NOW + timedelta(hours=18)]) == [12.0]
+
+
+def test_each_past_week_is_grown_once_per_week_back() -> None:
+    # 30 x 1.1 = 33, 12 x 1.21 = 14.52, 10 x 1.331 = 13.31: the median is 14.52.
+    history = three_weeks_with(oldest=10.0, middle=12.0, newest=30.0, at=timedelta(hours=18))
+    assert forecast(history, NOW, [NOW + timedelta(hours=18)], growth=1.1) == [14.52]
+
+
+def test_with_two_weeks_the_forecast_is_their_mean() -> None:
+    history = DemandSeries(T0 + WEEK, three_weeks_with(0.0, 10.0, 12.0).rps[SLOTS_PER_WEEK:])
+    assert forecast(history, NOW, [NOW]) == [11.0]
+
+
+def test_the_slot_still_running_at_now_is_never_read() -> None:
+    # At 18:32 the 18:30 slot has not ended: its huge value (a partial datapoint, a future the simulator
+    # knows) must not reach the forecast of 18:30 next week. Three weeks hold 8, 9 and 10 there.
+    now = NOW + timedelta(hours=18, minutes=32)
+    at = timedelta(hours=18, minutes=30)
+    rps = list(three_weeks_with(oldest=8.0, middle=9.0, newest=10.0, at=at).rps)
+    rps += [1.0] * SLOTS_PER_DAY
+    running = int((now - T0) / SLOT)
+    assert T0 + running * SLOT == NOW + at
+    rps[running] = 1_000_000.0
+    history = DemandSeries(T0, tuple(rps))
+    # Next week's 18:30 sees weeks 2, 3 and 4 back: 10, 9, 8 (the running slot one week back is skipped).
+    assert forecast(history, now, [NOW + WEEK + at]) == [9.0]
+
+
+def test_the_slot_that_starts_at_now_is_not_read_either() -> None:
+    rps = list(three_weeks_with(oldest=8.0, middle=9.0, newest=10.0).rps) + [1_000_000.0] * 4
+    history = DemandSeries(T0, tuple(rps))
+    assert forecast(history, NOW, [NOW + WEEK]) == [9.0]
+
+
+def test_a_slot_three_weeks_past_a_one_week_history_is_forecast_from_that_week() -> None:
+    # A two-week planning horizon reaches this far: weeks 1 and 2 back have not happened yet, week 3 back has.
+    history = DemandSeries(T0, (5.0,) * SLOTS_PER_WEEK)
+    assert forecast(history, T0 + WEEK, [T0 + 3 * WEEK]) == [5.0]
+    assert forecast(history, T0 + WEEK, [T0 + 3 * WEEK], growth=1.1) == [6.655]  # 5 x 1.1 ** 3
+
+
+def test_a_slot_no_past_week_holds_has_no_forecast() -> None:
+    day = DemandSeries(T0, (5.0,) * SLOTS_PER_DAY)
+    now = T0 + timedelta(days=1)
+    assert forecast(day, now, [now, now + timedelta(hours=6)]) == [None, None]
+
+
+def test_a_slot_empty_in_every_past_week_has_no_forecast() -> None:
+    rps: list[float | None] = [5.0] * (2 * SLOTS_PER_WEEK)
+    rps[3] = rps[3 + SLOTS_PER_WEEK] = None
+    history = DemandSeries(T0, tuple(rps))
+    now = T0 + 2 * WEEK
+    assert forecast(history, now, [now + 3 * SLOT, now + 4 * SLOT]) == [None, 5.0]
+
+
+# event_sizes.learn: an entry's size from its own past occurrences
+
+
+EVENT_START = timedelta(days=2, hours=10)  # Fridays 10:00 UTC, 30 minutes
+EVENT_LENGTH = timedelta(minutes=30)
+
+
+def friday(week: int, kind: str = "recurring") -> Occurrence:
+    start = T0 + week * WEEK + EVENT_START
+    return Occurrence(
+        name="simulpub",
+        start=start,
+        end=start + EVENT_LENGTH,
+        multiplier=2.5,
+        reason="Friday simulpub",
+        timezone="UTC",
+        endpoints=(),
+        kind=kind,
+    )
+
+
+def fridays_history(peaks: list[float], early: timedelta = timedelta(0)) -> DemandSeries:
+    """``len(peaks)`` weeks at 10 req/s; each week's Friday event (from ``early`` before its start) at its peak."""
+    rps = [10.0] * (len(peaks) * SLOTS_PER_WEEK)
+    for week, peak in enumerate(peaks):
+        first = int((week * WEEK + EVENT_START - early) / SLOT)
+        last = int((week * WEEK + EVENT_START + EVENT_LENGTH) / SLOT)
+        rps[first:last] = [peak] * (last - first)
+    return DemandSeries(T0, tuple(rps))
+
+
+def learn_from(
+    history: DemandSeries, past: list[Occurrence], kind: str = "recurring", minimum: int = 2
+) -> tuple[EventSize, Profile | None]:
+    usual = everyday(history, [(o.start - EARLY, o.end + LATE) for o in past])
+    return learn("simulpub", kind, 2.5, past, history, usual, minimum)
+
+
+def test_an_entry_seen_three_times_at_three_times_everyday_traffic_is_sized_at_three() -> None:
+    past = [friday(0), friday(1), friday(2)]
+    size, profile = learn_from(fridays_history([30.0, 30.0, 30.0]), past)
+    assert (size.configured, size.learned, size.used, size.occurrences) == (2.5, 3.0, "learned", 3)
+    assert size.early_minutes == 0
+    assert size.why == "peak over everyday demand in the last 3 occurrence(s)"
+    # One ratio per slot from an hour before the start to 30 minutes after the end: 12 x 1, 6 x 3, 6 x 1.
+    assert profile is not None
+    assert profile.ratios == (1.0,) * 12 + (3.0,) * 6 + (1.0,) * 6
+
+
+def test_the_size_is_the_largest_of_the_occurrences_and_used_for_a_future_occurrence() -> None:
+    size, profile = learn_from(fridays_history([20.0, 35.0, 25.0]), [friday(0), friday(1), friday(2)])
+    assert size.learned == 3.5
+    assert profile is not None
+    future = friday(3)
+    assert profile.multiplier(future, future.start) == 3.5
+    assert profile.multiplier(future, future.start - timedelta(minutes=5)) == 1.0
+    assert profile.multiplier(future, future.end + LATE) == 1.0
+
+
+def test_an_entry_whose_occurrences_brought_no_extra_traffic_is_sized_at_one() -> None:
+    size, profile = learn_from(fridays_history([10.0, 10.0, 10.0]), [friday(0), friday(1), friday(2)])
+    assert (size.learned, size.used, size.early_minutes) == (1.0, "learned", 0)
+    assert profile is not None
+    assert set(profile.ratios) == {1.0}
+
+
+def test_a_one_off_entry_keeps_its_configured_size_and_says_why() -> None:
+    size, profile = learn_from(fridays_history([30.0, 30.0, 30.0]), [], kind="one_off")
+    assert (size.used, size.learned, size.configured) == ("configured", None, 2.5)
+    assert size.why == "a one-off entry has no past occurrences"
+    assert profile is None
+
+
+def test_too_few_past_occurrences_keep_the_configured_size_and_the_why_names_the_counts() -> None:
+    size, profile = learn_from(fridays_history([30.0]), [friday(0)], minimum=2)
+    assert (size.used, size.learned, size.occurrences) == ("configured", None, 1)
+    assert size.why == "1 past occurrence(s) in the history, 2 needed"
+    assert profile is None
+
+
+def test_an_occurrence_whose_window_the_history_does_not_yet_hold_is_not_counted() -> None:
+    # The history ends 10 minutes after the second Friday's event: its window (to 30 minutes after) is not whole.
+    full = fridays_history([30.0, 30.0])
+    end = int((WEEK + EVENT_START + EVENT_LENGTH + timedelta(minutes=10)) / SLOT)
+    size, _ = learn_from(DemandSeries(T0, full.rps[:end]), [friday(0), friday(1)])
+    assert (size.used, size.occurrences) == ("configured", 1)
+    assert size.why == "1 past occurrence(s) in the history, 2 needed"
+
+
+def test_traffic_arriving_ten_minutes_early_is_reported_as_ten_minutes_early() -> None:
+    history = fridays_history([30.0, 30.0, 30.0], early=timedelta(minutes=10))
+    size, profile = learn_from(history, [friday(0), friday(1), friday(2)])
+    assert (size.learned, size.early_minutes) == (3.0, 10)
+    assert profile is not None
+    future = friday(3)
+    assert profile.multiplier(future, future.start - timedelta(minutes=10)) == 3.0
+    assert profile.multiplier(future, future.start - timedelta(minutes=15)) == 1.0
+
+
+def test_only_the_newest_occurrences_are_learned_from() -> None:
+    assert MAX_OCCURRENCES == 4
+    # The oldest of five Fridays peaked at 5x; the four newer ones at 2x.
+    past = [friday(week) for week in range(5)]
+    size, _ = learn_from(fridays_history([50.0, 20.0, 20.0, 20.0, 20.0]), past)
+    assert (size.learned, size.occurrences) == (2.0, 4)
