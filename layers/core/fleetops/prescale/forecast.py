@@ -159,7 +159,6 @@ def forecast(series: DemandSeries, now: datetime, slots: Sequence[datetime], gro
     """
     # Slots before ``limit`` have ended by now; nothing at or after it is read.
     limit = min(len(series.rps), int((now - series.start).total_seconds()) // SLOT_S)
-    scale = [growth**k for k in range(len(series.rps) // SLOTS_PER_WEEK + 2)]
     found: list[float | None] = []
     for slot in slots:
         past = int((slot - series.start).total_seconds()) // SLOT_S - SLOTS_PER_WEEK
@@ -168,7 +167,7 @@ def forecast(series: DemandSeries, now: datetime, slots: Sequence[datetime], gro
         while past >= 0:
             value = series.rps[past] if past < limit else None
             if value is not None:
-                seen.append(value * scale[k])
+                seen.append(value * growth**k)
             k, past = k + 1, past - SLOTS_PER_WEEK
         found.append(round(statistics.median(seen), 6) if seen else None)
     return found

@@ -71,9 +71,9 @@ def _learn_sizes(
 def _over_cap(variant: VariantConfig, slots: list[datetime], demand: list[float], needs: list[int]) -> list[OverCap]:
     found: list[OverCap] = []
     for slot, rps, need in zip(slots, demand, needs, strict=True):
-        if need <= variant.cap:
+        at_risk = round((rps - variant.cap * variant.capacity_rps_per_instance) * SLOT_S)
+        if need <= variant.cap or at_risk <= 0:  # within the cap, or only the headroom is short: nothing fails
             continue
-        at_risk = max(0, round((rps - variant.cap * variant.capacity_rps_per_instance) * SLOT_S))
         last = found[-1] if found else None
         if last is not None and last.end == slot:
             found[-1] = last.model_copy(
@@ -135,7 +135,7 @@ def plan_from_history(
     delay = timedelta(minutes=settings.scale_in_delay_minutes)
     first = floor_slot(now)
     horizon_end = now + timedelta(hours=settings.planning_horizon_hours)
-    span_start, span_end = first - delay, horizon_end + lead + SLOT
+    span_start, span_end = floor_slot(first - delay), horizon_end + lead + SLOT
     slots = [span_start + i * SLOT for i in range(int((span_end - span_start) / SLOT))]
     everyday_rps = [v if v is not None else variant.baseline_rps for v in forecast(usual, now, slots, growth)]
     sized = [
@@ -151,7 +151,7 @@ def plan_from_history(
             lift[i] = max(lift[i], event.multiplier(slots[i]))
     demand = [rps * up for rps, up in zip(everyday_rps, lift, strict=True)]
     needs = [_need(variant, rps) for rps in demand]
-    before, after = int(delay / SLOT), math.ceil(lead / SLOT)
+    before, after = math.ceil(delay / SLOT), math.ceil(lead / SLOT)  # held at least as long as configured
     # The level of slot i is the largest need from ``delay`` before it to ``lead`` after it, and the slot that
     # decides it (the first such slot, for the step's reason).
     deciding = _window_max(needs, before, after)

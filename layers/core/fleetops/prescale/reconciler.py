@@ -95,8 +95,10 @@ def plan_variant(
 ) -> HistoryPlan:
     """The variant's plan from its own history when there is enough of it, else from the configured levels."""
     settings = config.prescale
-    if history is None or settings.history_days == 0:
-        return _configured(variant, found, config, now, "no history read (history_days 0): configured levels")
+    if history is None:
+        return _configured(variant, found, config, now, "no history reader: configured levels")
+    if settings.history_days == 0:
+        return _configured(variant, found, config, now, "history_days is 0: configured levels")
     try:
         series = history.invocations(endpoint_name, variant.name, now - timedelta(days=settings.history_days), now)
     except (ClientError, BotoCoreError) as exc:  # after retries: today's behaviour beats no plan at all
@@ -178,14 +180,16 @@ def _report(deps: PrescaleDeps, plan: VariantPlan, trigger: str, now: datetime, 
     """
     where = f"{plan.endpoint_name}/{plan.variant_name}"
     findings: list[tuple[str, str, str]] = []
-    for over in plan.over_cap:
-        key = f"{where}@{over.start.isoformat()}"
+    if plan.over_cap:
+        first, at_risk = plan.over_cap[0], sum(o.requests_at_risk for o in plan.over_cap)
+        stretches = ", ".join(f"{o.start:%a %H:%M}-{o.end:%H:%M}" for o in plan.over_cap[:3])
+        more = f" and {len(plan.over_cap) - 3} more" if len(plan.over_cap) > 3 else ""
         reason = (
-            f"the forecast needs {over.peak_instances} instances from {over.start:%a %Y-%m-%d %H:%M} to "
-            f"{over.end:%H:%M} UTC, above the cap of {over.cap}: about {over.requests_at_risk} requests would fail "
-            "or time out; raise the variant's cap in fleet.yaml (and the scalable target's MaxCapacity)"
+            f"the forecast needs up to {max(o.peak_instances for o in plan.over_cap)} instances, above the cap of "
+            f"{first.cap}, in {stretches}{more} UTC: about {at_risk} requests would fail or time out; raise the "
+            "variant's cap in fleet.yaml (and the scalable target's MaxCapacity)"
         )
-        findings.append((f"forecast over cap {where}", key, reason))
+        findings.append((f"forecast over cap {where}", f"{where}@{now:%Y-%m-%d}", reason))
     if plan.dropped_steps:
         kept = len(plan.desired)
         reason = (
