@@ -34,33 +34,17 @@ The plot, ``bench/results/release_day.png``, is the judged week of ``event-early
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta
 from pathlib import Path
-from zoneinfo import ZoneInfo
 
 from fleetsim.policies import CalendarPrescale
 from fleetsim.report import Summary, plot, summarize, vs_oracle
 from fleetsim.scenarios import SCENARIOS, Scenario, generate
 from fleetsim.simulate import PolicyRun, Setup, judged, load_setup, run_policies
-from fleetsim.traffic import Spike, Trace
-from fleetsim.traffic import generate as from_calendar
 
 SEED = 7
 POLICIES = ("reactive", "project", "oracle")
 PLOTTED = "event-early-30pct"
 PLOT = Path(__file__).resolve().parent / "results" / "release_day.png"
-
-# The demo's opening (demo/release_week.py) still plays the week the calendar itself generates, with one x2 spike.
-JST = ZoneInfo("Asia/Tokyo")
-WEEK_START = datetime(2026, 11, 30, tzinfo=JST)
-SPIKE = Spike(datetime(2026, 12, 2, 13, 0, tzinfo=JST), minutes=90, multiplier=2.0)
-
-
-def release_week(setup: Setup, seed: int) -> Trace:
-    """The shipped calendar's own week from WEEK_START with SPIKE (``fleetsim.traffic.generate``), for the demo."""
-    entries, _ = setup.calendar()
-    end = WEEK_START + timedelta(days=7)
-    return from_calendar(setup.variant, entries, setup.endpoint.name, WEEK_START, end, seed=seed, spikes=[SPIKE])
 
 
 def scheduled_actions_max(run: PolicyRun) -> int:
