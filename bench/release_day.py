@@ -38,7 +38,7 @@ from pathlib import Path
 
 from fleetsim.policies import CalendarPrescale
 from fleetsim.report import Summary, plot, summarize, vs_oracle
-from fleetsim.scenarios import SCENARIOS, Scenario, generate
+from fleetsim.scenarios import SCENARIOS, Scenario, generate, setup_for
 from fleetsim.simulate import PolicyRun, Setup, judged, load_setup, run_policies
 
 SEED = 7
@@ -58,6 +58,7 @@ def _seconds(value: float | None) -> float:
 
 
 def _scenario(scenario: Scenario, setup: Setup) -> tuple[dict[str, float], float, float]:
+    setup = setup_for(scenario, setup)
     entries, _ = setup.calendar()
     trace = generate(scenario, setup.variant, entries, setup.endpoint.name)
     since = scenario.judged_from

@@ -120,6 +120,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--plot", type=Path, help="write a PNG: traffic, needed capacity, each policy's capacity")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--save-trace", type=Path, help="also write the traffic played as a CSV --trace replays")
+    parser.add_argument(
+        "--judge-from",
+        help="with --trace: run the policies from this day (or time) on; the weeks before it are the history the "
+        "reconciler forecasts from (default: play the whole trace, no history)",
+    )
     args = parser.parse_args(list(argv))
     if not (args.start or args.trace or args.scenario or args.list_scenarios):
         parser.error("one of the arguments --from --trace --scenario is required")
@@ -158,6 +163,21 @@ def _trace(
     return generate(variant, entries, endpoint, start, start + timedelta(days=args.days), seed=args.seed, spikes=spikes)
 
 
+def _judge_from(args: argparse.Namespace, trace: Trace, zone: ZoneInfo) -> datetime | None:
+    if args.scenario:
+        return scenarios.scenario(args.scenario).judged_from
+    if args.judge_from is None:
+        return None
+    if args.trace is None:
+        raise UsageError("--judge-from: only with --trace (a scenario knows its judged week)")
+    since = _when(args.judge_from, zone, "--judge-from")
+    if not trace.start < since < trace.end:
+        raise UsageError(
+            f"--judge-from {args.judge_from}: not inside the trace ({trace.start:%Y-%m-%d} to {trace.end:%Y-%m-%d})"
+        )
+    return since
+
+
 def main(argv: Sequence[str]) -> int:
     args = parse_args(argv)
     if args.list_scenarios:
@@ -176,15 +196,17 @@ def main(argv: Sequence[str]) -> int:
             provisioning_s=_minutes_range(args.provisioning_minutes),
             container_ready_s=args.ready_seconds,
         )
+        if args.scenario:
+            setup = scenarios.setup_for(_scenario(args, zone), setup)
         entries, _ = setup.calendar()
         trace = _trace(args, entries, setup.endpoint.name, setup.variant, zone)
+        judge_from = _judge_from(args, trace, zone)
         if args.save_trace:
             write_csv(trace, args.save_trace)
     except (UsageError, SetupError, TraceError, FleetConfigError, StackError, OSError) as exc:
         print(f"fleetsim: {exc}", file=sys.stderr)
         return 2
     progress = None if args.json else (lambda line: print(line, file=sys.stderr, flush=True))
-    judge_from = scenarios.scenario(args.scenario).judged_from if args.scenario else None
     runs = simulate(trace, setup, seed=args.seed, policies=policies, progress=progress, judge_from=judge_from)
     price = setup.variant.price_per_instance_hour
     summaries = {name: report.summarize(minutes, trace, setup.params, price) for name, minutes in runs.items()}

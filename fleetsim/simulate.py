@@ -46,6 +46,17 @@ class Setup:
     def calendar(self) -> tuple[list[CalendarEntry], list[InvalidEntry]]:
         return load_calendar(self.config, list(self.one_off_rows))
 
+    def tuned(self, *, variant: dict[str, Any] | None = None, prescale: dict[str, Any] | None = None) -> Setup:
+        """The same setup with some of the variant's fields (cap, headroom) or the pre-scale settings changed,
+        everywhere the policies read them (a sweep's or a scenario's what-if; fleet.yaml is not touched)."""
+        tuned_variant = self.variant.model_copy(update=variant or {})
+        variants = tuple(tuned_variant if v.name == self.variant.name else v for v in self.endpoint.variants)
+        endpoint = self.endpoint.model_copy(update={"variants": variants})
+        endpoints = tuple(endpoint if e.name == endpoint.name else e for e in self.config.endpoints)
+        settings = self.config.prescale.model_copy(update=prescale or {})
+        config = self.config.model_copy(update={"endpoints": endpoints, "prescale": settings})
+        return replace(self, config=config, endpoint=endpoint, variant=tuned_variant)
+
 
 def load_setup(
     endpoint_name: str,
