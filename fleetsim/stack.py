@@ -13,6 +13,8 @@ REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "template.yaml"
 STACK_NAME = "manga-llm-fleet"
 INVOCATIONS_PER_INSTANCE = "SageMakerVariantInvocationsPerInstance"
+CONCURRENT_REQUESTS_PER_MODEL = "SageMakerVariantConcurrentRequestsPerModelHighResolution"
+TRACKED_METRICS = (INVOCATIONS_PER_INSTANCE, CONCURRENT_REQUESTS_PER_MODEL)
 _RATE = re.compile(r"^rate\((\d+) (minute|minutes|hour|hours)\)$")
 
 
@@ -22,15 +24,33 @@ class StackError(ValueError):
 
 @dataclass(frozen=True)
 class TargetTrackingSpec:
-    """``TargetTrackingScalingPolicyConfiguration`` on ``SageMakerVariantInvocationsPerInstance``."""
+    """A ``TargetTrackingScalingPolicyConfiguration`` on one of :data:`TRACKED_METRICS`.
 
-    target_per_instance_per_minute: float
+    Attributes
+    ----------
+    metric
+        The ``PredefinedMetricType`` it tracks.
+    target
+        ``TargetValue`` in that metric's unit: invocations per instance per minute for
+        :data:`INVOCATIONS_PER_INSTANCE`, concurrent requests per instance for :data:`CONCURRENT_REQUESTS_PER_MODEL`.
+    scale_out_cooldown_s, scale_in_cooldown_s
+        The policy's cooldowns (Application Auto Scaling's default of 300 s where the template gives none).
+    """
+
+    metric: str
+    target: float
     scale_out_cooldown_s: int
     scale_in_cooldown_s: int
 
 
 def target_tracking(endpoint: str, variant: str, template: Path = TEMPLATE) -> TargetTrackingSpec | None:
-    """The variant's target-tracking policy as the template declares it; ``None`` when it has none."""
+    """The variant's target-tracking policy as the template declares it; ``None`` when it has none.
+
+    Raises
+    ------
+    StackError
+        When the policy tracks a metric the simulator does not model.
+    """
     resource_id = f"endpoint/{endpoint}/variant/{variant}"
     parameters = {"RemediatedEndpointName": endpoint, "PrimaryVariantName": variant}
     for policy in stack_resources(template, "AWS::ApplicationAutoScaling::ScalingPolicy", STACK_NAME, parameters):
@@ -39,10 +59,12 @@ def target_tracking(endpoint: str, variant: str, template: Path = TEMPLATE) -> T
             continue
         config = props["TargetTrackingScalingPolicyConfiguration"]
         metric = (config.get("PredefinedMetricSpecification") or {}).get("PredefinedMetricType")
-        if metric != INVOCATIONS_PER_INSTANCE:
-            raise StackError(f"{policy.path} tracks {metric!r}; the simulator models {INVOCATIONS_PER_INSTANCE} only")
+        if metric not in TRACKED_METRICS:
+            known = " or ".join(TRACKED_METRICS)
+            raise StackError(f"{policy.path} tracks {metric!r}; the simulator models {known} only")
         return TargetTrackingSpec(
-            target_per_instance_per_minute=float(config["TargetValue"]),
+            metric=metric,
+            target=float(config["TargetValue"]),
             scale_out_cooldown_s=int(config.get("ScaleOutCooldown", 300)),
             scale_in_cooldown_s=int(config.get("ScaleInCooldown", 300)),
         )

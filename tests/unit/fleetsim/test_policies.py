@@ -8,15 +8,20 @@ from pathlib import Path
 
 import pytest
 
+from devtools.cfn_yaml import load
 from fleetops.remediation.models import load_playbook
 from fleetsim import stack
 from fleetsim.fleet import FleetParams, Minute, Scaler, run
 from fleetsim.policies import AlarmResponse, CalendarPrescale, TargetTracking
 from fleetsim.simulate import PLAYBOOK, load_setup
+from fleetsim.tracking import REQUEST_SECONDS, concurrency
 from fleetsim.traffic import Trace
 
 T0 = datetime(2026, 12, 4, 0, 0, tzinfo=UTC)
 PARAMS = FleetParams(capacity_rps_per_instance=4.0, provisioning_s=(300, 300), container_ready_s=60)
+CONCURRENCY = stack.CONCURRENT_REQUESTS_PER_MODEL
+INVOCATIONS = stack.INVOCATIONS_PER_INSTANCE
+VARIANT_TEMPLATE = stack.REPO / "templates" / "variant_remediation.yaml"
 
 
 def _minute(arrived: int, serving: int, queued: float = 0.0, tick: int = 0) -> Minute:
@@ -25,12 +30,46 @@ def _minute(arrived: int, serving: int, queued: float = 0.0, tick: int = 0) -> M
 
 def test_the_stack_declares_target_tracking_and_the_reconciler_schedule_the_simulator_reads() -> None:
     spec = stack.target_tracking("manga-chat-prod", "primary")
-    assert spec == stack.TargetTrackingSpec(200.0, 60, 600)
+    assert spec == stack.TargetTrackingSpec(CONCURRENCY, 10.0, 60, 600)
     assert stack.prescale_interval_s() == 15 * 60
 
 
-def test_target_tracking_scales_out_after_three_minutes_above_the_target() -> None:
-    tracking = TargetTracking(stack.TargetTrackingSpec(200.0, 60, 600))
+def _stack_tracking(tmp_path: Path, metric: str) -> Path:
+    """template.yaml and the variant template, the policy tracking ``metric`` instead."""
+    (tmp_path / "templates").mkdir()
+    text = VARIANT_TEMPLATE.read_text().replace(f"MetricType: {CONCURRENCY}", f"MetricType: {metric}")
+    (tmp_path / "templates" / "variant_remediation.yaml").write_text(text)
+    (tmp_path / "template.yaml").write_text(stack.TEMPLATE.read_text())
+    return tmp_path / "template.yaml"
+
+
+def test_the_stack_reader_says_which_metric_the_policy_tracks_and_refuses_one_it_does_not_model(tmp_path: Path) -> None:
+    template = _stack_tracking(tmp_path, INVOCATIONS)
+    spec = stack.target_tracking("manga-chat-prod", "primary", template)
+    assert spec is not None and spec.metric == INVOCATIONS
+    (tmp_path / "cpu").mkdir()
+    other = _stack_tracking(tmp_path / "cpu", "SageMakerVariantCPUUtilization")
+    with pytest.raises(stack.StackError, match="SageMakerVariantCPUUtilization"):
+        stack.target_tracking("manga-chat-prod", "primary", other)
+
+
+def test_the_templates_target_states_the_simulators_request_seconds_and_todays_utilisation() -> None:
+    setup = load_setup("manga-chat-prod")
+    parameter = load(VARIANT_TEMPLATE)["Parameters"]["ConcurrentRequestsPerInstanceTarget"]
+    assert f"{REQUEST_SECONDS:g} s per request" in parameter["Description"]
+    assert "REQUEST_SECONDS" in parameter["Description"]
+    # Little's law: requests/s per instance = concurrency / seconds in the container; ~83 % of one GPU's rate.
+    utilisation = setup.tracking.target / REQUEST_SECONDS / setup.variant.capacity_rps_per_instance
+    assert 0.8 <= utilisation <= 0.85
+
+
+def test_concurrency_is_littles_law_for_the_minutes_arrivals_plus_the_queue() -> None:
+    assert concurrency(_minute(600, 4)) == pytest.approx(600 / 60 * REQUEST_SECONDS)
+    assert concurrency(_minute(600, 4, queued=25)) == pytest.approx(600 / 60 * REQUEST_SECONDS + 25)
+
+
+def test_target_tracking_on_invocations_scales_out_after_three_minutes_above_the_target() -> None:
+    tracking = TargetTracking(stack.TargetTrackingSpec(INVOCATIONS, 200.0, 60, 600))
     scaler = Scaler(2, 12, 4)
     for tick in range(3):
         assert scaler.desired == 4
@@ -38,19 +77,59 @@ def test_target_tracking_scales_out_after_three_minutes_above_the_target() -> No
     assert scaler.desired == 5  # ceil(1000 / 200)
 
 
+def test_target_tracking_on_concurrency_scales_out_in_the_first_minute_above_the_target() -> None:
+    tracking = TargetTracking(stack.TargetTrackingSpec(CONCURRENCY, 10.0, 60, 600))
+    scaler = Scaler(2, 12, 4)
+    tracking.after(_minute(800, 4, tick=0), scaler)  # 40 concurrent: 10 per instance, not above
+    assert scaler.desired == 4
+    tracking.after(_minute(1000, 4, tick=1), scaler)  # 50 concurrent: 12.5 per instance
+    assert scaler.desired == 5  # ceil(50 / 10)
+
+
+def test_queued_requests_count_toward_concurrency_but_not_toward_invocations() -> None:
+    quiet_but_queued = [_minute(600, 4, queued=30, tick=tick) for tick in range(3)]  # 30 + 30 = 60 concurrent
+    by_concurrency = TargetTracking(stack.TargetTrackingSpec(CONCURRENCY, 10.0, 60, 600))
+    by_invocations = TargetTracking(stack.TargetTrackingSpec(INVOCATIONS, 200.0, 60, 600))
+    scalers = Scaler(2, 12, 4), Scaler(2, 12, 4)
+    for minute in quiet_but_queued:
+        by_concurrency.after(minute, scalers[0])
+        by_invocations.after(minute, scalers[1])
+    assert scalers[0].desired == 6  # ceil(60 / 10)
+    assert scalers[1].desired == 4  # 150 invocations per instance: below 200
+
+
+def _first_request_s(spec: stack.TargetTrackingSpec, before: int, during: int) -> float:
+    """Seconds from a step spike's start to the first raise of the desired count."""
+    trace = Trace(T0, (before,) * 20 + (during,) * 20)
+    minutes = run(trace, TargetTracking(spec), Scaler(2, 12, 4), PARAMS, seed=1)
+    # A minute's record holds the desired count as the minute began: the spike's first minute shows the count
+    # before it, and the first record above that shows the end of the minute the policy asked for more.
+    first = next(m for m in minutes[20:] if m.desired > minutes[20].desired)
+    return (first.at - trace.time(20)).total_seconds()
+
+
+def test_a_step_spike_gets_its_first_capacity_request_within_a_minute_where_invocations_need_three() -> None:
+    setup = load_setup("manga-chat-prod")
+    same_utilisation = replace(
+        setup.tracking, metric=INVOCATIONS, target=setup.tracking.target / REQUEST_SECONDS * 60
+    )  # 200 invocations per instance per minute
+    assert _first_request_s(setup.tracking, 600, 1800) <= 60
+    assert _first_request_s(same_utilisation, 600, 1800) == 180
+
+
 def test_target_tracking_scales_in_after_fifteen_minutes_below_ninety_percent_then_waits_its_cooldown() -> None:
-    tracking = TargetTracking(stack.TargetTrackingSpec(200.0, 60, 600))
+    tracking = TargetTracking(stack.TargetTrackingSpec(CONCURRENCY, 10.0, 60, 600))
     scaler = Scaler(2, 12, 8)
     for tick in range(14):
-        tracking.after(_minute(600, 8, tick=tick), scaler)
+        tracking.after(_minute(600, 8, tick=tick), scaler)  # 30 concurrent: 3.75 per instance
     assert scaler.desired == 8
     tracking.after(_minute(600, 8, tick=14), scaler)
-    assert scaler.desired == 3  # ceil(600 / 200)
+    assert scaler.desired == 3  # ceil(30 / 10)
     for tick in range(15, 15 + 9):
         tracking.after(_minute(200, 3, tick=tick), scaler)
     assert scaler.desired == 3  # scale-in cooldown 600 s
     tracking.after(_minute(200, 3, tick=24), scaler)
-    assert scaler.desired == 2  # ceil(200 / 200) = 1, held at MinCapacity
+    assert scaler.desired == 2  # ceil(10 / 10) = 1, held at MinCapacity
 
 
 def test_the_real_reconciler_raises_capacity_lead_time_before_a_one_off_release() -> None:
@@ -94,15 +173,9 @@ def test_the_responder_follows_the_playbook_file(tmp_path: Path) -> None:
     assert scaler.min_capacity == 4  # 80 waiting is no alarm at a threshold of 500
 
 
-@pytest.mark.parametrize("target", [150.0, 250.0])
-def test_the_templates_target_moves_the_reactive_fleet(target: float) -> None:
+@pytest.mark.parametrize(("target", "settles_at"), [(7.5, 10), (10.0, 8)])
+def test_the_templates_target_moves_the_reactive_fleet(target: float, settles_at: int) -> None:
     setup = load_setup("manga-chat-prod")
-    trace = Trace(T0, (1500,) * 30)
-    minutes = run(
-        trace,
-        TargetTracking(replace(setup.tracking, target_per_instance_per_minute=target)),
-        Scaler(2, 12, 4),
-        PARAMS,
-        seed=1,
-    )
-    assert minutes[-1].serving == -(-1500 // int(target))
+    trace = Trace(T0, (1500,) * 90)  # 75 concurrent
+    minutes = run(trace, TargetTracking(replace(setup.tracking, target=target)), Scaler(2, 12, 4), PARAMS, seed=1)
+    assert minutes[-1].serving == settles_at == -(-75 // target)

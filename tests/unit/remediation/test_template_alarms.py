@@ -91,7 +91,9 @@ def test_the_rule_routes_exactly_the_responders_own_alarms() -> None:
 def test_target_tracking_scales_out_fast_and_in_slowly() -> None:
     (policy,) = resources_of_type(VARIANT, "AWS::ApplicationAutoScaling::ScalingPolicy").values()
     config = policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]
-    assert config["PredefinedMetricSpecification"]["PredefinedMetricType"] == "SageMakerVariantInvocationsPerInstance"
+    # A high-resolution metric (10-second datapoints): the first capacity request within a minute of a spike.
+    metric = config["PredefinedMetricSpecification"]["PredefinedMetricType"]
+    assert metric == "SageMakerVariantConcurrentRequestsPerModelHighResolution"
     assert config["ScaleOutCooldown"] == 60
     cooldown = VARIANT["Parameters"]["ScaleInCooldownSeconds"]
     assert (cooldown["Default"], cooldown["MinValue"], cooldown["MaxValue"]) == (600, 300, 600)
