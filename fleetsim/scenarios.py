@@ -351,6 +351,13 @@ SCENARIOS: tuple[Scenario, ...] = (
         events=_with(EventTruth("friday-simulpub", size=1.3, early_minutes=10)),
     ),
     Scenario(
+        "event-small-30pct",
+        "the Friday simulpub 30 % below its entry, traffic shrinking 5 %/week",
+        seed=18,
+        growth_per_week=-0.05,
+        events=_with(EventTruth("friday-simulpub", size=0.7)),
+    ),
+    Scenario(
         "entry-brings-nothing",
         "the Monday Shonen Jump entry brings no extra traffic, in any week",
         seed=16,
