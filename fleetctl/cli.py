@@ -117,7 +117,9 @@ def _add_status_and_why(sub: Subparsers, common: list[argparse.ArgumentParser]) 
 def _add_calendar(sub: Subparsers, common: list[argparse.ArgumentParser]) -> None:
     calendar = _command(sub, "calendar", "calendar", "one-off releases in the calendar table", common)
     cal = calendar.add_subparsers(dest="calendar_action", metavar="ACTION", required=True)
-    cal.add_parser("list", help="every calendar entry and whether it is valid", parents=common)
+    cal.add_parser(
+        "list", help="every calendar entry, whether it is valid, and its size in each endpoint's plan", parents=common
+    )
     add = cal.add_parser(
         "add",
         help="add a one-off release, or any entry from a file (validated as the reconciler validates it)",

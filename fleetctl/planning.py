@@ -1,14 +1,16 @@
 """``fleetctl plan``: what the pre-scale reconciler would do at a given moment, changing nothing.
 
 The reconciler's own planning (:func:`~fleetops.prescale.reconciler.load_calendar` and
-:func:`~fleetops.prescale.reconciler.plan_endpoint`) runs on the live calendar and scalable targets with "now"
-set to ``--at``. Unlike the function's ``dry_run`` it writes no audit record: a what-if is not a decision.
+:func:`~fleetops.prescale.reconciler.plan_endpoint`) runs on the live calendar, scalable targets and each
+variant's ``Invocations`` history with "now" set to ``--at``, so the what-if plans exactly as the function does:
+from the variant's own history when there is enough of it, else from the configured levels. Unlike the
+function's ``dry_run`` it writes no audit record: a what-if is not a decision.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
@@ -17,7 +19,9 @@ from fleetctl.errors import CliError, ExitCode
 from fleetctl.stack import CALENDAR_TABLE, Stack
 
 if TYPE_CHECKING:
+    from fleetops.calendar import CalendarEntry
     from fleetops.config import EndpointConfig, FleetConfig
+    from fleetops.prescale.models import Change, VariantPlan
 
 
 class PlannedStep(BaseModel):
@@ -27,11 +31,50 @@ class PlannedStep(BaseModel):
     reason: str
 
 
+class PlannedForecast(BaseModel):
+    """Where the variant's plan came from: its own ``Invocations`` history, or the configured levels and why."""
+
+    source: Literal["history", "configuration"]
+    why: str
+    history_days: float
+    weekly_growth: float
+    configured_baseline_rps: float
+    forecast_low_rps: float | None  # the horizon's quietest and busiest everyday slot (history only)
+    forecast_peak_rps: float | None
+
+
+class PlannedEventSize(BaseModel):
+    """A calendar entry's configured multiplier, the size learned from its past occurrences, and which was used."""
+
+    name: str
+    kind: str
+    configured: float
+    learned: float | None
+    occurrences: int
+    early_minutes: int
+    used: Literal["learned", "configured"]
+    why: str
+
+
+class PlannedOverCap(BaseModel):
+    """A stretch whose forecast needs more instances than the variant's cap: requests beyond the cap would fail."""
+
+    start: datetime
+    end: datetime
+    peak_instances: int
+    cap: int
+    requests_at_risk: int
+
+
 class PlannedVariant(BaseModel):
     endpoint: str
     variant: str
     min_capacity_at: int
     timeline: list[PlannedStep]
+    forecast: PlannedForecast | None
+    event_sizes: list[PlannedEventSize]
+    over_cap: list[PlannedOverCap]
+    merged_steps: list[PlannedStep]  # merged into their neighbours to stay within the scheduled-action quota
 
 
 class PlannedChange(BaseModel):
@@ -55,6 +98,7 @@ class PlanReport(BaseModel):
     config_version: str
     kill_switch_engaged: bool
     dry_run: bool
+    max_scheduled_actions: int
     variants: list[PlannedVariant]
     changes: list[PlannedChange]
     invalid_entries: list[SkippedEntry]
@@ -80,32 +124,66 @@ def _side(value: Any) -> dict[str, Any] | None:
     return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
 
 
-def plan(stack: Stack, config: FleetConfig, endpoint_name: str | None, at: datetime) -> PlanReport:
+def plan_endpoint(
+    config: FleetConfig, endpoint: EndpointConfig, entries: list[CalendarEntry], at: datetime
+) -> tuple[list[VariantPlan], list[Change]]:
+    """The reconciler's own plan of ``endpoint`` at ``at``, with its readers on fleetctl's clients (read-only).
+
+    Raises :class:`~fleetops.prescale.reconciler.UnmanagedVariantError` when a variant has no scalable target.
+    """
     from fleetops.aws.autoscaling import AutoScaling
+    from fleetops.prescale.demand_history import DemandHistory
+    from fleetops.prescale.reconciler import plan_endpoint as reconciler_plan
+
+    autoscaling = AutoScaling(client=awsclients.client("application-autoscaling"))
+    history = DemandHistory(client=awsclients.client("cloudwatch"))
+    return reconciler_plan(config, endpoint, entries, at, autoscaling, history)
+
+
+def configured_why(why: str) -> str:
+    """A configured plan's reason without the reconciler's trailing ": configured levels" (the caller says it).
+
+    Examples
+    --------
+    >>> configured_why("5.0 days of Invocations history, 7 needed: configured levels")
+    '5.0 days of Invocations history, 7 needed'
+    """
+    return why.removesuffix(": configured levels")
+
+
+def _steps(steps: list[Any]) -> list[PlannedStep]:
+    return [PlannedStep.model_validate(s.model_dump()) for s in steps]
+
+
+def _variant(p: VariantPlan) -> PlannedVariant:
+    return PlannedVariant(
+        endpoint=p.endpoint_name,
+        variant=p.variant_name,
+        min_capacity_at=p.current_min_capacity,
+        timeline=_steps(p.timeline),
+        forecast=PlannedForecast.model_validate(p.forecast.model_dump()) if p.forecast is not None else None,
+        event_sizes=[PlannedEventSize.model_validate(e.model_dump()) for e in p.event_sizes],
+        over_cap=[PlannedOverCap.model_validate(o.model_dump()) for o in p.over_cap],
+        merged_steps=_steps(p.dropped_steps),
+    )
+
+
+def plan(stack: Stack, config: FleetConfig, endpoint_name: str | None, at: datetime) -> PlanReport:
     from fleetops.prescale.calendar_table import CalendarTable
-    from fleetops.prescale.reconciler import UnmanagedVariantError, load_calendar, plan_endpoint
+    from fleetops.prescale.reconciler import UnmanagedVariantError, load_calendar
 
     rows = CalendarTable(stack.output(CALENDAR_TABLE), resource=awsclients.dynamodb_resource()).one_off_entries()
     entries, invalid = load_calendar(config, rows)
-    autoscaling = AutoScaling(client=awsclients.client("application-autoscaling"))
     variants: list[PlannedVariant] = []
     changes: list[PlannedChange] = []
     problems: list[str] = []
     for endpoint in _endpoints(config, stack, endpoint_name):
         try:
-            planned, planned_changes = plan_endpoint(config, endpoint, entries, at, autoscaling)
+            planned, planned_changes = plan_endpoint(config, endpoint, entries, at)
         except UnmanagedVariantError as exc:
             problems.append(str(exc))
             continue
-        variants += [
-            PlannedVariant(
-                endpoint=p.endpoint_name,
-                variant=p.variant_name,
-                min_capacity_at=p.current_min_capacity,
-                timeline=[PlannedStep.model_validate(s.model_dump()) for s in p.timeline],
-            )
-            for p in planned
-        ]
+        variants += [_variant(p) for p in planned]
         changes += [
             PlannedChange(
                 kind=c.kind,
@@ -123,6 +201,7 @@ def plan(stack: Stack, config: FleetConfig, endpoint_name: str | None, at: datet
         config_version=config.version,
         kill_switch_engaged=status.kill_switch_engaged(stack),
         dry_run=stack.dry_run,
+        max_scheduled_actions=config.prescale.max_scheduled_actions,
         variants=variants,
         changes=changes,
         invalid_entries=[SkippedEntry(source=b.source, name=b.name, errors=b.errors) for b in invalid],

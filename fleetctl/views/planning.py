@@ -1,4 +1,5 @@
-"""``plan`` for people: each variant's MinCapacity timeline, the changes a run would make, what it skips."""
+"""``plan`` for people: where each variant's plan came from, the calendar entries' sizes, the MinCapacity
+timeline, what the plan cannot do (over the cap, steps merged), the changes a run would make, what it skips."""
 
 from __future__ import annotations
 
@@ -6,14 +7,92 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from fleetctl import timefmt
-from fleetctl.planning import PlannedVariant, PlanReport
+from fleetctl.planning import PlannedEventSize, PlannedForecast, PlannedVariant, PlanReport, configured_why
 from fleetctl.views.common import section, table
 
 
-def _timeline(variant: PlannedVariant, report: PlanReport) -> RenderableType:
+def source_line(forecast: PlannedForecast) -> str:
+    """Where a plan came from, in one line.
+
+    Examples
+    --------
+    >>> source_line(PlannedForecast(source="history", why="", history_days=21, weekly_growth=1.012,
+    ...     configured_baseline_rps=12, forecast_low_rps=4.6, forecast_peak_rps=13.1))
+    'plan from 21.0 days of its own Invocations: everyday 4.6-13.1 req/s, trend x1.01/week'
+    >>> source_line(PlannedForecast(source="configuration", why="no history reader: configured levels",
+    ...     history_days=0, weekly_growth=1, configured_baseline_rps=12, forecast_low_rps=None,
+    ...     forecast_peak_rps=None))
+    'plan from the configured levels (baseline 12 req/s): no history reader'
+    """
+    if forecast.source == "history":
+        low, peak = forecast.forecast_low_rps or 0.0, forecast.forecast_peak_rps or 0.0
+        return (
+            f"plan from {forecast.history_days:.1f} days of its own Invocations: everyday {low:.1f}-{peak:.1f} req/s, "
+            f"trend x{forecast.weekly_growth:.2f}/week"
+        )
+    baseline = f"baseline {forecast.configured_baseline_rps:g} req/s"
+    return f"plan from the configured levels ({baseline}): {configured_why(forecast.why)}"
+
+
+def _used(size: PlannedEventSize) -> str:
+    if size.used == "learned":
+        return f"learned x{size.learned:g}"
+    return f"configured x{size.configured:g}: {size.why}" if size.why else f"configured x{size.configured:g}"
+
+
+def _sizes(variant: PlannedVariant) -> RenderableType:
+    sizes = table("calendar entry", "kind", "configured", "learned", "past occurrences", "early", "plan used")
+    for size in variant.event_sizes:
+        sizes.add_row(
+            size.name,
+            size.kind,
+            f"x{size.configured:g}",
+            f"x{size.learned:g}" if size.learned is not None else "-",
+            str(size.occurrences),
+            f"{size.early_minutes} min" if size.used == "learned" else "-",
+            _used(size),
+        )
+    return sizes
+
+
+def _limits(variant: PlannedVariant, report: PlanReport) -> list[RenderableType]:
+    """What the plan cannot do: forecast demand above the cap (red), steps merged to stay within the quota."""
+    lines: list[RenderableType] = []
+    for over in variant.over_cap:
+        lines.append(
+            Text(
+                f"over the cap: {timefmt.utc(over.start)} to {over.end:%H:%M} UTC needs up to {over.peak_instances} "
+                f"instances, cap {over.cap}: about {over.requests_at_risk} requests at risk (raise the cap in "
+                "fleet.yaml and the scalable target's MaxCapacity)",
+                style="bold red",
+            )
+        )
+    if variant.merged_steps:
+        first = variant.merged_steps[0]
+        lines.append(
+            Text(
+                f"{len(variant.merged_steps)} step(s) merged into their neighbours to stay within "
+                f"{report.max_scheduled_actions} scheduled actions (first at {timefmt.utc(first.at)})",
+                style="yellow",
+            )
+        )
+    return lines
+
+
+def _head(variant: PlannedVariant, report: PlanReport) -> list[RenderableType]:
     title = Text(f"{variant.endpoint}/{variant.variant}: MinCapacity {variant.min_capacity_at} at that moment")
+    parts: list[RenderableType] = [title]
+    if variant.forecast is not None:
+        parts.append(Text(source_line(variant.forecast)))
+    if variant.event_sizes:
+        parts += [_sizes(variant), Text("")]
+    return parts + _limits(variant, report)
+
+
+def _timeline(variant: PlannedVariant, report: PlanReport) -> RenderableType:
+    head = _head(variant, report)
     if not variant.timeline:
-        return Group(title, Text("  no change within the planning horizon"), Text(""))
+        return Group(*head, Text("  no change within the planning horizon"), Text(""))
     steps = table("when (UTC)", "local", "in", "MinCapacity", "reason")
     for step in variant.timeline:
         steps.add_row(
@@ -23,7 +102,7 @@ def _timeline(variant: PlannedVariant, report: PlanReport) -> RenderableType:
             f"→ {step.min_capacity}",
             step.reason,
         )
-    return Group(title, steps, Text(""))
+    return Group(*head, steps, Text(""))
 
 
 def render(report: PlanReport) -> RenderableType:

@@ -6,8 +6,8 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from fleetctl import timefmt
-from fleetctl.releases import CalendarChange, CalendarListing, CalendarRow
-from fleetctl.views.common import table
+from fleetctl.releases import CalendarChange, CalendarListing, CalendarRow, EntrySize, PlanSource
+from fleetctl.views.common import section, table
 
 
 def _next(row: CalendarRow) -> str:
@@ -16,6 +16,44 @@ def _next(row: CalendarRow) -> str:
     minutes = int((row.next_end - row.next_start).total_seconds() // 60)
     local = timefmt.local(row.next_start, row.timezone) if row.timezone else ""
     return f"{timefmt.utc(row.next_start)}\n{local}, {minutes} min"
+
+
+def plan_line(plan: PlanSource) -> Text:
+    """Where an endpoint's plan comes from (and so its entries' sizes), in one line."""
+    where = f"{plan.endpoint}/{plan.variant}"
+    if plan.source == "history":
+        return Text(f"{where}: plan from {plan.why}")
+    if plan.source == "configuration":
+        return Text(f"{where}: configured levels and sizes ({plan.why})")
+    return Text(f"{where}: no plan, configured sizes ({plan.why})", style="yellow")
+
+
+def _used(row: CalendarRow, size: EntrySize, source: PlanSource | None) -> str:
+    configured = f"x{row.multiplier:g}" if row.multiplier is not None else "-"
+    if size.used == "learned":
+        return f"learned x{size.learned:g}"
+    if size.used == "forecast":
+        return "forecast (off-peak)"
+    # The endpoint's line says why already when none of its entries can be learned.
+    specific = source is None or source.source == "history"
+    return f"configured {configured}: {size.why}" if specific else f"configured {configured}"
+
+
+def _sizes(listing: CalendarListing) -> RenderableType:
+    sources = {(p.endpoint, p.variant): p for p in listing.plans}
+    sizes = table("entry", "endpoint/variant", "configured", "learned", "past occurrences", "plan used")
+    for row in listing.entries:
+        for size in row.sizes:
+            sizes.add_row(
+                row.name,
+                f"{size.endpoint}/{size.variant}",
+                f"x{row.multiplier:g}" if row.multiplier is not None else "-",
+                f"x{size.learned:g}" if size.learned is not None else "-",
+                str(size.occurrences),
+                _used(row, size, sources.get((size.endpoint, size.variant))),
+            )
+    lines = [plan_line(p) for p in listing.plans] or [Text("no endpoint is managed by this stack")]
+    return section(f"sizes the plans give at {timefmt.utc(listing.now)}", Group(*lines, sizes))
 
 
 def render_listing(listing: CalendarListing) -> RenderableType:
@@ -37,7 +75,7 @@ def render_listing(listing: CalendarListing) -> RenderableType:
         f"{len(listing.entries)} entries, {invalid} invalid (skipped by the reconciler)",
         style="bold",
     )
-    return Group(title, rows)
+    return Group(title, rows, Text(""), _sizes(listing))
 
 
 def render_change(change: CalendarChange) -> RenderableType:

@@ -12,11 +12,13 @@ from __future__ import annotations
 import difflib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import boto3
 import jsonschema
 import pytest
 from referencing import Registry, Resource
@@ -26,11 +28,13 @@ from devtools import rollout_workflow as wf
 from devtools.emulator_extensions import sagemaker as emulated_sagemaker
 from fleetctl import awsclients
 from fleetctl.cli import main
+from fleetops.metrics import SAGEMAKER_INVOCATIONS, SAGEMAKER_NAMESPACE
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 SCHEMAS = Path(__file__).resolve().parents[3] / "fleetctl" / "schemas"
 #: Every command below runs "now" at this time, so the snapshots do not move with the clock.
 NOW = "2026-12-01T00:00:00Z"
+NOW_TIME = datetime(2026, 12, 1, tzinfo=UTC)
 
 
 @dataclass
@@ -133,3 +137,31 @@ def check_snapshot(name: str, text: str) -> None:
     if actual != expected:
         diff = "".join(difflib.unified_diff(expected.splitlines(True), actual.splitlines(True), "expected", "actual"))
         pytest.fail(f"output differs from {path.name} (UPDATE_SNAPSHOTS=1 rewrites it):\n{diff}")
+
+
+def put_invocations(
+    days: int,
+    rps: Callable[[datetime], float],
+    end: datetime = NOW_TIME,
+    endpoint: str = operator_stack.ENDPOINT,
+    variant: str = "primary",
+) -> None:
+    """``days`` of the variant's five-minute ``Invocations`` sums before ``end``, as SageMaker would have published
+    them, at ``rps(slot start)`` requests/s (the history the reconciler forecasts from; weeks of traffic cannot be
+    replayed here)."""
+    data: list[dict[str, Any]] = []
+    at = end - timedelta(days=days)
+    while at < end:
+        data.append(
+            {
+                "MetricName": SAGEMAKER_INVOCATIONS,
+                "Dimensions": [{"Name": "EndpointName", "Value": endpoint}, {"Name": "VariantName", "Value": variant}],
+                "Timestamp": at,
+                "Value": rps(at) * 300,
+                "Unit": "None",
+            }
+        )
+        at += timedelta(minutes=5)
+    cloudwatch = boto3.client("cloudwatch")
+    for i in range(0, len(data), 1000):
+        cloudwatch.put_metric_data(Namespace=SAGEMAKER_NAMESPACE, MetricData=data[i : i + 1000])
