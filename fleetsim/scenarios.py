@@ -365,10 +365,15 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         "unannounced-3x",
-        "a 3x spike for 80 minutes on the judged Wednesday at 16:00 JST, in no calendar",
+        "3x spikes in no calendar: 80 minutes on the judged Wednesday at 16:00 JST, 60 on Tuesday at 04:00 (the "
+        "night's trough) and 90 on Thursday at 21:00 (the evening hump)",
         seed=17,
         events=SHIPPED,
-        spikes=(Spike(_judged_day(2, 16), minutes=80, multiplier=3.0, name="unannounced 3x"),),
+        spikes=(
+            Spike(_judged_day(1, 4), minutes=60, multiplier=3.0, name="unannounced 3x at night"),
+            Spike(_judged_day(2, 16), minutes=80, multiplier=3.0, name="unannounced 3x"),
+            Spike(_judged_day(3, 21), minutes=90, multiplier=3.0, name="unannounced 3x in the evening"),
+        ),
     ),
 )
 

@@ -30,7 +30,7 @@ def _minute(arrived: int, serving: int, queued: float = 0.0, tick: int = 0) -> M
 
 def test_the_stack_declares_target_tracking_and_the_reconciler_schedule_the_simulator_reads() -> None:
     spec = stack.target_tracking("manga-chat-prod", "primary")
-    assert spec == stack.TargetTrackingSpec(CONCURRENCY, 10.0, 60, 600)
+    assert spec == stack.TargetTrackingSpec(CONCURRENCY, 10.5, 60, 600)
     assert stack.prescale_interval_s() == 15 * 60
 
 
@@ -53,14 +53,15 @@ def test_the_stack_reader_says_which_metric_the_policy_tracks_and_refuses_one_it
         stack.target_tracking("manga-chat-prod", "primary", other)
 
 
-def test_the_templates_target_states_the_simulators_request_seconds_and_todays_utilisation() -> None:
+def test_the_templates_target_states_the_simulators_request_seconds_and_its_utilisation() -> None:
     setup = load_setup("manga-chat-prod")
     parameter = load(VARIANT_TEMPLATE)["Parameters"]["ConcurrentRequestsPerInstanceTarget"]
     assert f"{REQUEST_SECONDS:g} s per request" in parameter["Description"]
     assert "REQUEST_SECONDS" in parameter["Description"]
-    # Little's law: requests/s per instance = concurrency / seconds in the container; ~83 % of one GPU's rate.
+    # Little's law: requests/s per instance = concurrency / seconds in the container; 87.5 % of one GPU's rate.
     utilisation = setup.tracking.target / REQUEST_SECONDS / setup.variant.capacity_rps_per_instance
-    assert 0.8 <= utilisation <= 0.85
+    assert utilisation == pytest.approx(0.875)
+    assert "87.5 %" in parameter["Description"]
 
 
 def test_concurrency_is_littles_law_for_the_minutes_arrivals_plus_the_queue() -> None:

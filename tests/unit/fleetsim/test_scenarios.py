@@ -175,7 +175,9 @@ def test_an_unannounced_spike_is_in_no_calendar_and_triples_the_level() -> None:
     world = scenario("unannounced-3x")
     trace = _trace(world)
     start = datetime(2026, 12, 2, 16, tzinfo=JST)
-    (spike,) = [w for w in trace.windows if not w.predicted]
+    spikes = {w.name: w for w in trace.windows if not w.predicted}
+    assert sorted(spikes) == ["unannounced 3x", "unannounced 3x at night", "unannounced 3x in the evening"]
+    spike = spikes["unannounced 3x"]
     assert (spike.start, spike.end - spike.start, spike.multiplier) == (start, timedelta(minutes=80), 3.0)
     assert _rps(trace, start + timedelta(minutes=5), 55) == pytest.approx(3 * _reference(world, start), rel=0.03)
     assert _rps(trace, start - timedelta(hours=1), 50) < 1.5 * _reference(world, start)
