@@ -1,4 +1,5 @@
-"""The sweep behind fleet.yaml's ``lead_time_minutes`` and the variant's ``headroom``: every pair on every scenario.
+"""The sweep behind fleet.yaml's ``lead_time_minutes`` and the variant's ``forecast_headroom``: every pair on every
+scenario.
 
 The scenarios are ``fleetsim.scenarios.SCENARIOS``: traffic drawn from their own knobs, not from the calendar the
 policy reads (events early, 30 % above or below their entry, absent, and an unannounced spike; baselines at 0.5x,
@@ -11,8 +12,8 @@ Keys, per pair ``lead<L>_headroom<H>`` (worst over the scenarios):
 - ``failed_pct_on_calendar_events__<pair>``: the project's failed share within calendar events (target 0).
 - ``gpu_hours_vs_oracle__<pair>``: the project's billed instance-hours over the oracle's (target <= 1.15).
 - ``failed_pct__<pair>``: the project's failed share over the judged week, everything included.
-- ``chosen_lead_time_minutes``, ``chosen_headroom``: the cheapest pair (by its worst GPU-hour ratio) that fails
-  nothing on calendar events in any scenario; -1 when none does.
+- ``chosen_lead_time_minutes``, ``chosen_headroom`` (``forecast_headroom``): the cheapest pair (by its worst
+  GPU-hour ratio) that fails nothing on calendar events in any scenario; -1 when none does.
 
 Runs the pairs on two processes (the machine's two cores); it takes minutes.
 """
@@ -39,7 +40,7 @@ def _judge(args: tuple[str, int, float]) -> tuple[str, int, float, dict[str, flo
     name, lead, headroom = args
     world = next(s for s in SCENARIOS if s.name == name)
     setup = setup_for(world, load_setup("manga-chat-prod"))
-    setup = setup.tuned(variant={"headroom": headroom}, prescale={"lead_time_minutes": lead})
+    setup = setup.tuned(variant={"forecast_headroom": headroom}, prescale={"lead_time_minutes": lead})
     entries, _ = setup.calendar()
     trace = generate(world, setup.variant, entries, setup.endpoint.name)
     runs = run_policies(trace, setup, seed=SEED, policies=("project", "oracle"), judge_from=world.judged_from)

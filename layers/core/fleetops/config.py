@@ -27,12 +27,22 @@ class VariantConfig(StrictModel):
     capacity_rps_per_instance: float = Field(gt=0, description="requests/s one instance serves at target latency")
     baseline_rps: float = Field(ge=0, description="normal traffic to this variant, requests/s")
     headroom: float = Field(default=1.2, ge=1.0, description="factor over the computed need")
+    forecast_headroom: float | None = Field(
+        default=None,
+        ge=1.0,
+        description="factor over the need a forecast from the variant's own history gives (None: headroom); the "
+        "configured levels of a variant without enough history keep headroom",
+    )
     floor: int = Field(ge=1, description="never fewer instances than this")
     cap: int = Field(ge=1, description="never more instances than this")
     instance_type: str = Field(default="ml.g5.2xlarge", min_length=1)
     price_per_instance_hour: float | None = Field(
         default=None, ge=0, description="on-demand USD per instance-hour; the capacity simulator's cost figures"
     )
+
+    @property
+    def headroom_over_forecast(self) -> float:
+        return self.headroom if self.forecast_headroom is None else self.forecast_headroom
 
     @model_validator(mode="after")
     def _floor_below_cap(self) -> VariantConfig:

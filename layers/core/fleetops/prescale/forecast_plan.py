@@ -32,7 +32,7 @@ class HistoryPlan:
 
 def _need(variant: VariantConfig, rps: float) -> int:
     # round() first so that float noise (10 * 1.2 = 12.000000000000002) does not add an instance.
-    return math.ceil(round(rps * variant.headroom / variant.capacity_rps_per_instance, 9))
+    return math.ceil(round(rps * variant.headroom_over_forecast / variant.capacity_rps_per_instance, 9))
 
 
 @dataclass(frozen=True)
