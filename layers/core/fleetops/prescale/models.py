@@ -11,6 +11,7 @@ from fleetops.prescale.event_sizes import EventSize
 from fleetops.validation import StrictModel
 
 ACTION_PREFIX = "prescale-"
+ACTOR = "prescale"  # the audit trail's name for the pre-scale reconciler
 
 
 class Step(StrictModel):

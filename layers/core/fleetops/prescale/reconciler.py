@@ -6,14 +6,13 @@ independent and the next run recomputes from scratch).
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from fleetops.audit import AuditRecord, Outcome, record_id_time
+from fleetops.audit import AuditRecord, Outcome
 from fleetops.aws.audit_table import AuditTable
 from fleetops.aws.autoscaling import AutoScaling
 from fleetops.aws.lease import EndpointLease
@@ -22,15 +21,12 @@ from fleetops.aws.switches import KillSwitch
 from fleetops.calendar import CalendarEntry, InvalidEntry, Occurrence, parse_entries
 from fleetops.capacity import ScheduledAction
 from fleetops.config import EndpointConfig, FleetConfig, VariantConfig
-from fleetops.prescale import planner
+from fleetops.prescale import findings, planner, raise_release
 from fleetops.prescale.calendar_table import CalendarTable
 from fleetops.prescale.demand_history import DemandHistory
 from fleetops.prescale.forecast_plan import HistoryPlan, plan_from_history
-from fleetops.prescale.models import ACTION_PREFIX, Change, ForecastSummary, Plan, VariantPlan
-from fleetops.remediation.raises import release_due, release_reason
+from fleetops.prescale.models import ACTION_PREFIX, ACTOR, Change, ForecastSummary, Plan, VariantPlan
 from fleetops.remediation.state_table import RemediationStateStore
-
-ACTOR = "prescale"
 
 
 class UnmanagedVariantError(LookupError):
@@ -173,100 +169,6 @@ def plan_endpoint(
     return plans, changes
 
 
-def _report(deps: PrescaleDeps, plan: VariantPlan, trigger: str, now: datetime, dry_run: bool) -> None:
-    """Audit (and notify) what the plan could not do: a forecast above the cap, steps merged for the quota.
-
-    The reconciler runs every few minutes; each finding is reported once a UTC day, keyed by what it is about.
-    """
-    where = f"{plan.endpoint_name}/{plan.variant_name}"
-    findings: list[tuple[str, str, str]] = []
-    if plan.over_cap:
-        first, at_risk = plan.over_cap[0], sum(o.requests_at_risk for o in plan.over_cap)
-        stretches = ", ".join(f"{o.start:%a %H:%M}-{o.end:%H:%M}" for o in plan.over_cap[:3])
-        more = f" and {len(plan.over_cap) - 3} more" if len(plan.over_cap) > 3 else ""
-        reason = (
-            f"the forecast needs up to {max(o.peak_instances for o in plan.over_cap)} instances, above the cap of "
-            f"{first.cap}, in {stretches}{more} UTC: about {at_risk} requests would fail or time out; raise the "
-            "variant's cap in fleet.yaml (and the scalable target's MaxCapacity)"
-        )
-        findings.append((f"forecast over cap {where}", f"{where}@{now:%Y-%m-%d}", reason))
-    if plan.dropped_steps:
-        kept = len(plan.desired)
-        reason = (
-            f"{len(plan.dropped_steps)} step(s) merged into their neighbours to keep {kept} scheduled actions "
-            f"(Application Auto Scaling allows 200 per scalable target); first merged at "
-            f"{plan.dropped_steps[0].at:%a %H:%M} UTC"
-        )
-        findings.append((f"merge steps {where}", f"{where}@{now:%Y-%m-%d}", reason))
-    day = record_id_time(now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0))
-    for action, key, reason in findings:
-        record = AuditRecord(
-            endpoint_name=plan.endpoint_name,
-            actor=ACTOR,
-            trigger=trigger,
-            action=action,
-            reason=reason,
-            outcome="skipped",
-            after={"key": key},
-            dry_run=dry_run,
-            at=now,
-            # One record per finding and UTC day: a later run of the day finds the key taken and stays quiet.
-            record_id=f"{day}#{hashlib.sha256(f'{action}|{key}'.encode()).hexdigest()[:12]}",
-        )
-        if deps.audit.append_once(record) and deps.notifier is not None and action.startswith("forecast over cap"):
-            deps.notifier.publish(f"[prescale] forecast above the cap on {where}", reason)
-
-
-def release_changes(deps: PrescaleDeps, endpoint_name: str, plans: list[VariantPlan], now: datetime) -> list[Change]:
-    """The responder's raises whose alarms have been OK for the hold: MinCapacity back to the plan's level now.
-
-    Only a MinCapacity the raise set (not above it: someone else raised it further) is lowered, and never below the
-    plan; a raise whose MinCapacity has already come down is just forgotten.
-    """
-    if deps.raises is None:
-        return []
-    levels = {p.variant_name: p.current_min_capacity for p in plans}
-    changes = []
-    for record in deps.raises.raises(endpoint_name):
-        plan_level = levels.get(record.variant_name)
-        if plan_level is None or not release_due(record, now, deps.raise_hold):
-            continue
-        target = deps.autoscaling.get_target(endpoint_name, record.variant_name)
-        if target is None:
-            continue
-        lower = plan_level < target.min_capacity <= record.min_capacity
-        changes.append(
-            Change(
-                kind="release_min",
-                endpoint_name=endpoint_name,
-                variant_name=record.variant_name,
-                name=f"{endpoint_name}/{record.variant_name}",
-                reason=release_reason(record, now, plan_level),
-                before={"min_capacity": target.min_capacity, "max_capacity": target.max_capacity},
-                after={
-                    "min_capacity": plan_level if lower else target.min_capacity,
-                    "max_capacity": target.max_capacity,
-                },
-            )
-        )
-    return changes
-
-
-def _release(change: Change, deps: PrescaleDeps, now: datetime) -> Change:
-    """Apply a release under the lease, on fresh state: an alarm that fired since keeps the raise."""
-    assert deps.raises is not None and isinstance(change.before, dict) and isinstance(change.after, dict)
-    record = next((r for r in deps.raises.raises(change.endpoint_name) if r.variant_name == change.variant_name), None)
-    if record is None or not release_due(record, now, deps.raise_hold):
-        return change.model_copy(update={"outcome": "skipped", "error": "the raise's alarm fired again"})
-    if change.after["min_capacity"] != change.before["min_capacity"]:
-        deps.autoscaling.set_capacity(
-            change.endpoint_name, change.variant_name, change.after["min_capacity"], change.after["max_capacity"]
-        )
-    if not deps.raises.forget_raise(change.endpoint_name, change.variant_name, released=record):
-        return change.model_copy(update={"outcome": "skipped", "error": "the raise changed while it was released"})
-    return change.model_copy(update={"outcome": "applied"})
-
-
 def _apply(change: Change, autoscaling: AutoScaling) -> None:
     if change.kind == "raise_min":
         assert isinstance(change.after, dict)
@@ -326,8 +228,8 @@ def _apply_endpoint(
     try:
         for planned in sorted(changes, key=lambda c: (_APPLY_ORDER[c.kind], c.name)):
             try:
-                if planned.kind == "release_min":
-                    result = _release(planned, deps, now)
+                if planned.kind == "release_min" and deps.raises is not None:
+                    result = raise_release.apply(planned, deps.raises, deps.autoscaling, deps.raise_hold, now)
                 else:
                     _apply(planned, deps.autoscaling)
                     result = planned.model_copy(update={"outcome": "applied"})
@@ -372,8 +274,11 @@ def reconcile(
             continue
         variants += plans
         for plan in plans:
-            _report(deps, plan, trigger, now, dry_run=held_back)
-        planned += release_changes(deps, endpoint.name, plans, now)
+            findings.report(plan, deps.audit, deps.notifier, trigger, now, dry_run=held_back)
+        if deps.raises is not None:
+            planned += raise_release.release_changes(
+                deps.raises, deps.autoscaling, deps.raise_hold, endpoint.name, plans, now
+            )
         if not planned:
             continue
         if held_back:
