@@ -23,6 +23,8 @@ Keys are ``<metric>__<scenario>`` and ``<metric>__worst`` (the worst scenario's)
 - ``spike_to_first_capacity_request_s_{project,reactive}``: an unannounced spike's start -> the first minute
   whose desired instance count is above the spike's first minute's, the request and not its arrival (target
   for the project: <= 60); -1 when nothing was asked within the spike and 30 minutes after (worst: -1 if any).
+- ``*_before``: the policy the forecast replaced (configured levels, lead 60 min, headroom 1.25, target tracking
+  on one-minute invocations at 200) on the same scenario, for the before/after comparison.
 - ``scheduled_actions_max``: the most scheduled actions the project's reconciler kept on the simulated
   Application Auto Scaling at once over the judged week (Application Auto Scaling allows 200 per target).
 - ``simulated_days_per_s``: the judged days simulated (three policies each, the reconciler reading its
@@ -34,12 +36,14 @@ The plot, ``bench/results/release_day.png``, is the judged week of ``event-early
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from fleetsim.policies import CalendarPrescale
 from fleetsim.report import Summary, plot, summarize, vs_oracle
 from fleetsim.scenarios import SCENARIOS, Scenario, generate, setup_for
 from fleetsim.simulate import PolicyRun, Setup, judged, load_setup, run_policies
+from fleetsim.stack import INVOCATIONS_PER_INSTANCE, TargetTrackingSpec
 
 SEED = 7
 POLICIES = ("reactive", "project", "oracle")
@@ -55,6 +59,15 @@ def scheduled_actions_max(run: PolicyRun) -> int:
 
 def _seconds(value: float | None) -> float:
     return -1.0 if value is None else value
+
+
+def before(setup: Setup) -> Setup:
+    """The policy the forecast replaced, for the ``*_before`` keys: configured levels only (no history read),
+    ``lead_time_minutes`` 60, headroom 1.25, and target tracking on one-minute ``InvocationsPerInstance`` at 200."""
+    old = setup.tuned(
+        variant={"headroom": 1.25, "forecast_headroom": None}, prescale={"lead_time_minutes": 60, "history_days": 0}
+    )
+    return replace(old, tracking=TargetTrackingSpec(INVOCATIONS_PER_INSTANCE, 200.0, 60, 600))
 
 
 def _scenario(scenario: Scenario, setup: Setup) -> tuple[dict[str, float], float, float]:
@@ -79,6 +92,12 @@ def _scenario(scenario: Scenario, setup: Setup) -> tuple[dict[str, float], float
         if scenario.spikes:
             row[f"failed_in_unannounced_spike_{name}"] = s[name].failed_in_unpredicted_spikes
             row[f"spike_to_first_capacity_request_s_{name}"] = _seconds(s[name].spike_to_first_capacity_request_s)
+    replaced = run_policies(trace, before(setup), seed=SEED, policies=("project",), judge_from=since)["project"]
+    was = summarize(replaced.minutes, trace, setup.params, price)
+    row["failed_pct_on_calendar_events_before"] = was.failed_pct_on_calendar_events
+    row["gpu_hours_before_vs_oracle"] = round(was.instance_hours / s["oracle"].instance_hours, 3)
+    if scenario.spikes:
+        row["failed_in_unannounced_spike_before"] = was.failed_in_unpredicted_spikes
     return row, elapsed, len(runs["oracle"].minutes) / 1440
 
 
