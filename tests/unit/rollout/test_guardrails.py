@@ -76,8 +76,13 @@ def test_a_prod_request_cannot_remove_the_promotion_approval(changes: dict[str, 
 
 
 def test_a_request_may_add_approvals_and_a_dev_endpoint_needs_none() -> None:
-    apply_guardrails(request(approval_steps=[5, 25, 50, 75, 100]), fleet(), CHECKS, STACK)
-    apply_guardrails(request(endpoint_name="manga-chat-dev", approval_steps=[]), fleet(), CHECKS, STACK)
+    every = apply_guardrails(request(approval_steps=[5, 25, 50, 75, 100]), fleet(), CHECKS, STACK)
+    assert [s.weight for s in every.request.step_specs() if s.approval] == [5, 25, 50, 75, 100]
+    assert every.floors == SHIPPED.rollout_floors("prod")
+
+    dev = apply_guardrails(request(endpoint_name="manga-chat-dev", approval_steps=[]), fleet(), CHECKS, STACK)
+    assert not any(s.approval for s in dev.request.step_specs())
+    assert dev.floors == SHIPPED.rollout_floors("dev") and dev.floors.approval_steps == ()
 
 
 def test_an_environment_without_a_policy_gets_the_strict_defaults() -> None:
@@ -110,7 +115,9 @@ def test_bakes_approvals_and_extensions_stay_within_the_environment_bounds(
 
 
 def test_a_request_may_bake_longer_up_to_the_limit() -> None:
-    apply_guardrails(request(bake_seconds=21600), fleet(), CHECKS, STACK)
+    guarded = apply_guardrails(request(bake_seconds=21600), fleet(), CHECKS, STACK)
+    assert guarded.floors.max_bake_seconds == 21600
+    assert {s.bake_seconds for s in guarded.request.step_specs()} == {21600}
 
 
 @pytest.mark.parametrize(
@@ -141,7 +148,8 @@ def test_tighter_thresholds_pass() -> None:
         "max_latency_p95_ms": 8000,
         "max_oom": 0,
     }
-    apply_guardrails(request(thresholds=tight), fleet(), CHECKS, STACK)
+    guarded = apply_guardrails(request(thresholds=tight), fleet(), CHECKS, STACK)
+    assert guarded.request.thresholds.model_dump(exclude_none=True) == tight
 
 
 def test_an_endpoint_not_listed_for_the_stack_environment_is_refused_naming_the_environment() -> None:
@@ -173,7 +181,10 @@ def test_the_deploy_payload_is_closed_to_what_the_stack_allows(changes: dict[str
 
 def test_the_stack_repository_by_tag_or_digest_and_its_bucket_pass() -> None:
     for image in (f"{REPOSITORY}:v7-awq", f"{REPOSITORY}@sha256:{'a' * 64}"):
-        apply_guardrails(request(model=model(image_uri=image)), fleet(), CHECKS, STACK)
+        guarded = apply_guardrails(request(model=model(image_uri=image)), fleet(), CHECKS, STACK)
+        assert guarded.request.model.image_uri == image
+        assert guarded.request.model.model_data_url == "s3://manga-llm-artifacts/models/manga-llama/v7/model.tar.gz"
+        assert guarded.request.model.execution_role_arn == ROLE
 
 
 def test_the_bedrock_fallback_is_allowed_where_the_environment_turns_isolation_off() -> None:
