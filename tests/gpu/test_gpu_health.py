@@ -24,6 +24,20 @@ def device_count() -> int:
         pynvml.nvmlShutdown()
 
 
+def uncorrected_ecc(index: int, counter: int) -> int | None:
+    """NVML's uncorrected ECC count of device ``index`` (``NVML_VOLATILE_ECC`` or ``_AGGREGATE_ECC``), asked directly;
+    None where the device does not support it (ECC off)."""
+    pynvml.nvmlInit()
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        try:
+            return int(pynvml.nvmlDeviceGetTotalEccErrors(handle, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, counter))
+        except pynvml.NVMLError_NotSupported:
+            return None
+    finally:
+        pynvml.nvmlShutdown()
+
+
 def test_the_reader_reads_every_device_of_a_real_driver() -> None:
     reader = NvmlHealthReader(pynvml)
 
@@ -35,8 +49,12 @@ def test_the_reader_reads_every_device_of_a_real_driver() -> None:
     assert [r.index for r in readings] == list(range(device_count()))
     for reading in readings:
         assert reading.lost is None, reading
-        # A data-centre GPU exposes ECC counts, and page retirement (before Ampere) or row remapping (from Ampere).
-        assert reading.ecc_volatile_uncorrectable is None or reading.ecc_volatile_uncorrectable >= 0
+        # The reader's ECC counts are NVML's own for that device and counter (None exactly where NVML has none:
+        # ECC off), and a working GPU has had no uncorrectable error since the driver loaded (the shipped limit, 0).
+        assert reading.ecc_volatile_uncorrectable == uncorrected_ecc(reading.index, pynvml.NVML_VOLATILE_ECC), reading
+        assert reading.ecc_aggregate_uncorrectable == uncorrected_ecc(reading.index, pynvml.NVML_AGGREGATE_ECC), reading
+        assert reading.ecc_volatile_uncorrectable in (None, 0), reading
+        # A data-centre GPU exposes page retirement (before Ampere) or row remapping (from Ampere).
         assert reading.retirement_pending is not None or reading.remap_pending is not None, reading
         print(reading)  # what this driver exposes, in the test log
 
