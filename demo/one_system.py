@@ -12,7 +12,8 @@ tiny model). Then, with users asking all along:
    and the responder raises MinCapacity.
 
 Every metric comes from the gateways' EMF lines, every alarm from the templates, every decision from the real
-handlers and state machines (see devtools/local_system.py). Alarm time runs 20 times faster than on AWS.
+handlers and state machines (see devtools/local_system.py). Alarm periods and the gateways' metrics interval run
+20 times faster than on AWS; the delays are shown in wall-clock seconds and in the AWS seconds they stand for.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 
 from devtools.emulator import MotoServer
-from devtools.local_system import CANARY, PRIMARY, Answer, LocalSystem, local_system
+from devtools.local_system import CANARY, PRIMARY, Answer, LocalSystem, aws_equivalent_s, local_system
 from devtools.scenarios import broken_canary, healthy_rollout, queue_build_up
 from devtools.tiny_model import ensure_tiny_model
 
@@ -31,6 +32,13 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _say(text: str) -> None:
     print(text, flush=True)
+
+
+def _seconds(total_s: float | None, before_alarm_s: float | None) -> str:
+    """``6.2 s (about 83 s on AWS)``: wall-clock, and AWS seconds with the part up to the alarm's event scaled."""
+    if total_s is None or before_alarm_s is None:
+        return f"{total_s} s"
+    return f"{total_s:.1f} s (about {aws_equivalent_s(before_alarm_s, total_s - before_alarm_s):.0f} s on AWS)"
 
 
 def _served(answers: list[Answer]) -> str:
@@ -61,7 +69,8 @@ def _broken_canary(system: LocalSystem) -> None:
     outcome = broken_canary(system, rollout_id="v3-broken")
     _say(f"lease holder when Japanese readers arrived: {outcome.lease_holder_before}")
     _say(f"answers: {_served(outcome.answers)}")
-    _say(f"first fallback on the canary -> canary weight 0: {outcome.detect_to_weight0_s:.1f} s")
+    took = _seconds(outcome.detect_to_weight0_s, outcome.detect_to_alarm_s)
+    _say(f"first fallback on the canary -> canary weight 0: {took}")
     _say(f"rollout: {outcome.rollout['status']}; endpoint config now {outcome.config_after}")
     _say(f"weights: {outcome.weights_after}")
     for rollback in outcome.rollbacks:
@@ -73,7 +82,7 @@ def _burst(system: LocalSystem) -> None:
     _say("\n--- 3. the Friday spike on the small primary: queue-depth alarm -> MinCapacity raised")
     outcome = queue_build_up(system)
     raised = f"{outcome.min_capacity_before} -> {outcome.min_capacity_after}"
-    _say(f"MinCapacity {raised}, {outcome.load_to_capacity_s:.1f} s after the burst began")
+    _say(f"MinCapacity {raised}, {_seconds(outcome.load_to_capacity_s, outcome.load_to_alarm_s)} after the burst began")
     _say(f"answers: {sum(a.controlled for a in outcome.answers)} answered, "
          f"{sum(a.deadline_exceeded for a in outcome.answers)} cut at the gateway's deadline (504): "
          "one sequence at a time cannot serve this burst, hence the scale-out")  # fmt: skip

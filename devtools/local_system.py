@@ -73,8 +73,12 @@ LOCAL_CHECK_LIMITS = {
 }
 #: The stack's MaxNumSeqs: small, so real load on the CPU engine queues (and the saturation alarm means it).
 MAX_NUM_SEQS = 4
-#: Emulated alarm time runs this much faster than the clock (a 60 s period is a 3 s window).
+#: Emulated time runs this much faster than the clock, for the alarms and for the metrics they read alike: a 60 s
+#: alarm period is a 3 s window, and the gateways emit every 60 / TIME_SCALE = 3 s instead of the image's 60 s, so a
+#: period holds as many datapoints as on AWS. What the control plane does on an alarm runs at the clock's speed.
 TIME_SCALE = 20.0
+#: The container image's ``METRICS_INTERVAL_S`` (``gateway.config.Environment``'s default), compressed by the scale.
+IMAGE_METRICS_INTERVAL_S = 60.0
 
 
 def fleet_yaml(pre_traffic_gates: bool) -> str:
@@ -294,6 +298,22 @@ def traffic(
         thread.join(timeout=70)
 
 
+def aws_equivalent_s(emulated_s: float, real_s: float, time_scale: float = TIME_SCALE) -> float:
+    """Seconds on AWS of a span of which ``emulated_s`` ran on emulated time and ``real_s`` at the clock's speed.
+
+    Up to an alarm's event the waits are emulated ones (the metrics interval, the alarm's periods and evaluation):
+    ``time_scale`` of them make one AWS second. From the event on (the responder, the workflows, the SageMaker
+    calls) nothing is compressed. The few real seconds inside the emulated span (log shipping, a queue forming)
+    are scaled too, so the figure errs long; CloudWatch's own ingestion delay is not in it.
+
+    Examples
+    --------
+    >>> aws_equivalent_s(4.5, 0.5, time_scale=20)
+    90.5
+    """
+    return emulated_s * time_scale + real_s
+
+
 def emitted(variant: str, metric: MetricName) -> float:
     """Sum of what the gateways of ``variant`` emitted for ``metric`` (read back from CloudWatch).
 
@@ -410,7 +430,11 @@ def local_system(
     with ExitStack() as stack_of:
         # The workflows' functions read their settings at import: a cold start with this stack's environment.
         stack_of.enter_context(cold_start_environment(environment, wf.FUNCTIONS.values()))
-        host = stack_of.enter_context(hosting(workdir / "sagemaker", metrics_interval_s=1.0, health_timeout_s=400.0))
+        host = stack_of.enter_context(
+            hosting(
+                workdir / "sagemaker", metrics_interval_s=IMAGE_METRICS_INTERVAL_S / time_scale, health_timeout_s=400.0
+            )
+        )
         v1, v1_checksums = upload_artifact(workdir, tiny, "v1")
         _initial_endpoint(v1, max_num_seqs)
         wait_for("the primary InService", _in_service, timeout_s=420, every_s=2)

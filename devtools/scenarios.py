@@ -11,7 +11,7 @@ from typing import Any
 import boto3
 
 from devtools import rollout_workflow as wf
-from devtools.emulator_extensions.events_lambda import Delivery
+from devtools.emulator_extensions.events_lambda import Delivery, deliveries
 from devtools.local_system import CANARY, ENDPOINT, PRIMARY, Answer, LocalSystem, traffic, wait_for
 from devtools.state_machines import state_history
 from fleetops.aws.lease import EndpointLease
@@ -70,7 +70,8 @@ class BrokenCanaryOutcome:
     rollbacks: list[dict[str, Any]]
     answers: list[Answer]
     lease_holder_before: str | None
-    detect_to_weight0_s: float | None
+    detect_to_weight0_s: float | None  # wall-clock: the first bad answer on the canary -> canary weight 0
+    detect_to_alarm_s: float | None  # of which: -> the first canary alarm's event handed to the responder
     weights_after: dict[str, float]
     config_after: str
 
@@ -117,6 +118,18 @@ def broken_canary(system: LocalSystem, rollout_id: str = "v2-broken") -> BrokenC
     first_bad = min(
         (a.sent_at for a in answers if a.variant == CANARY and (a.fallback or not a.controlled)), default=None
     )
+    alarmed = min(
+        (
+            d.queued_at
+            for d in deliveries.all()
+            if d.function_name == system.flow.function_name
+            and d.alarm_state == "ALARM"
+            and (d.alarm_name or "").endswith(f"-{CANARY}")
+            and first_bad is not None
+            and d.queued_at >= first_bad
+        ),
+        default=None,
+    )
     described = boto3.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)
     return BrokenCanaryOutcome(
         rollout=rollout,
@@ -127,6 +140,7 @@ def broken_canary(system: LocalSystem, rollout_id: str = "v2-broken") -> BrokenC
         answers=list(answers),
         lease_holder_before=lease.holder if lease else None,
         detect_to_weight0_s=None if first_bad is None else at_zero - first_bad,
+        detect_to_alarm_s=None if first_bad is None or alarmed is None else alarmed - first_bad,
         weights_after=system.weights(),
         config_after=described["EndpointConfigName"],
     )
@@ -136,7 +150,8 @@ def broken_canary(system: LocalSystem, rollout_id: str = "v2-broken") -> BrokenC
 class QueueOutcome:
     min_capacity_before: int
     min_capacity_after: int
-    load_to_capacity_s: float
+    load_to_capacity_s: float  # wall-clock: the burst starts -> MinCapacity raised
+    load_to_alarm_s: float  # of which: -> the queue-depth alarm's event handed to the responder
     answers: list[Answer]
     handled: Delivery
 
@@ -159,4 +174,4 @@ def queue_build_up(system: LocalSystem, users: int = 80, max_tokens: int = 192) 
         after = wait_for("MinCapacity raised", lambda: system.min_capacity() > before and system.min_capacity(), 60)
         raised_at = time.monotonic()
         answers = [f.result(timeout=300) for f in futures]
-    return QueueOutcome(before, int(after), raised_at - started, answers, handled)
+    return QueueOutcome(before, int(after), raised_at - started, handled.queued_at - started, answers, handled)

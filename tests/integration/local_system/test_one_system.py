@@ -11,6 +11,7 @@ system afresh (a minute or two: the primary's CPU engine starts).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -96,8 +97,11 @@ def test_queue_build_up_from_real_load_raises_capacity_through_the_responder(sma
     outcome = queue_build_up(small_system)
 
     assert outcome.min_capacity_after > outcome.min_capacity_before
-    assert emitted(PRIMARY, MetricName.QUEUE_DEPTH) > 50
-    # The queue-depth alarm itself, from the template, went to ALARM and the responder scaled out on it.
+    # The queue-depth alarm itself, from the template, went to ALARM on a breaching datapoint (the average the
+    # gateway emitted over one period, above the template's 50), and the responder scaled out on it.
+    reason = json.loads(outcome.handled.event["detail"]["state"]["reasonData"])
+    assert reason["statistic"] == "Average" and reason["threshold"] == 50, reason
+    assert reason["recentDatapoints"] and reason["recentDatapoints"][-1] > 50, reason
     scale_out = [o for o in outcome.handled.result["outcomes"] if o["action"] == "scale_out"]
     assert scale_out and scale_out[0]["outcome"] == "applied", outcome.handled.result
     # Users got an answer, the documented fallback, or (held in the queue too long) the documented 504.
