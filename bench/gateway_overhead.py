@@ -1,15 +1,28 @@
-"""The gateway's cost: the same real vLLM engine (CPU, tiny model) direct and through the gateway, one run.
+"""The gateway's cost: its CPU time per request and the latency it adds at 200 concurrent streams, then throughput.
+
+Against a fast stand-in upstream (``devtools.standin_engine``: no model, every answer at once, ``STANDIN_TOKENS``
+tokens streamed ``STANDIN_INTERVAL_S`` apart, as a loaded GPU decodes), so the gateway is the only thing that can
+be slow:
+
+- ``gateway_added_p50_ms_200`` / ``gateway_added_p99_ms_200`` (target p99 <= 3 ms): 200 concurrent streams
+  (``/invocations``, ``stream: true``), each client sending its next request when the last stream ended; a
+  request's latency is from sending it to its stream's last byte. The same load straight to the stand-in gives
+  the baseline; the figures are the gateway's percentile minus the stand-in's, over ``STANDIN_ROUNDS`` paired
+  rounds (A B, then B A). ``standin_*_ms_200`` and ``gateway_*_ms_200`` are the two sides.
+- ``gateway_cpu_ms_per_request_standin_200``: the gateway process's own CPU time per request in those runs.
+
+Then the same real vLLM engine (CPU, tiny model) direct and through the gateway:
 
 - ``gateway_throughput_ratio_16`` / ``_64``: completed streamed requests per second through the gateway
   (``/invocations``, ``stream: true``) over direct to vLLM (``/v1/chat/completions`` with the exact
   prompt the gateway builds), 16 and 64 concurrent streams, 32 generated tokens each (``min_tokens``).
   Runs alternate in ``ROUNDS`` paired rounds (A B, then B A, so a drift in the shared machine's load
-  hits both sides alike); the ratio is the median of the per-round ratios.
+  hits both sides alike); the ratio is the median of the per-round ratios. The CPU engine is the bottleneck
+  here, not the gateway: the ratio says the gateway does not slow a busy engine, not what the gateway costs.
 - ``gateway_added_p50_ms``: one request at a time (``max_tokens`` 1), direct and gateway alternating
   request by request; median gateway latency minus median direct latency.
 - ``gateway_rss_mb``: the gateway process's peak resident memory (VmHWM) after the 64-stream runs.
-- ``gateway_cpu_ms_per_request_16`` / ``_64``: the gateway's own CPU time per relayed request (less
-  sensitive to other load on the machine than the ratios).
+- ``gateway_cpu_ms_per_request_16`` / ``_64``: the gateway's own CPU time per relayed request.
 
 CPU layout. On a GPU instance the engine computes on the GPU and the gateway's CPU time is not taken
 from it. Here the engine computes on the CPU, so when everything shares every core each gateway
@@ -17,7 +30,9 @@ CPU-millisecond slows the engine and the ratio measures the machine's contention
 (runs on a shared 2-core host swung from 0.76 to 1.12). So the engine (API server and compute threads)
 is pinned to the lower half of the CPUs and the gateway and the load generator to the upper half; the
 direct runs use the same layout, so both sides drive the same engine on the same cores
-(``engine_cpus`` / ``front_cpus`` record it). With a single CPU nothing is pinned.
+(``engine_cpus`` / ``front_cpus`` record it). Against the stand-in, the gateway has the upper half to itself and
+the stand-in and the load generator share the lower half (the stand-in runs before the engine starts). With a
+single CPU nothing is pinned.
 """
 
 from __future__ import annotations
@@ -34,8 +49,8 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import httpx
 
-from devtools.local_serving import start_engine, start_gateway
-from devtools.tiny_model import ensure_tiny_model
+from devtools.local_serving import start_engine, start_gateway, start_standin_engine
+from devtools.tiny_model import TinyModel, ensure_tiny_model
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -47,6 +62,12 @@ TOKENS = 32
 LATENCY_SAMPLES = 120
 QUESTION = "which manga volumes ship next week?"
 ADAPTER = "manga_domain"
+STANDIN_STREAMS = 200
+STANDIN_TOKENS = 16
+STANDIN_INTERVAL_S = 0.05  # 20 tokens/s per stream
+STANDIN_ROUNDS = 4
+STANDIN_RUN_S = 6.0
+STANDIN_WARM_S = 1.0  # requests sent in a run's first second (connections opening) are not counted
 
 
 def cpu_seconds(pid: int) -> float:
@@ -87,6 +108,45 @@ async def _load(url: str, payload: dict[str, Any], streams: int, seconds: float)
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(streams)))
         return done / (time.perf_counter() - started), done
+
+
+async def _timed_load(url: str, payload: dict[str, Any], streams: int, seconds: float) -> tuple[list[float], int]:
+    """Closed loop as :func:`_load`; each request's milliseconds from sending it to its last byte.
+
+    Returns (the latencies of requests sent after the first ``STANDIN_WARM_S``, every completed request).
+    """
+    connector = aiohttp.TCPConnector(limit=streams)
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as session:
+        latencies: list[float] = []
+        done = 0
+        began = time.perf_counter()
+        stop_at = began + seconds
+
+        async def worker() -> None:
+            nonlocal done
+            while (sent := time.perf_counter()) < stop_at:
+                async with session.post(url, json=payload) as response:
+                    if response.status != 200:
+                        raise RuntimeError(f"{url}: HTTP {response.status}")
+                    async for _ in response.content.iter_any():
+                        pass
+                if sent - began >= STANDIN_WARM_S:
+                    latencies.append((time.perf_counter() - sent) * 1000)
+                done += 1
+
+        await asyncio.gather(*(worker() for _ in range(streams)))
+        return latencies, done
+
+
+def percentile(samples: list[float], q: int) -> float:
+    """The ``q``-th percentile (1..99) of ``samples``.
+
+    Examples
+    --------
+    >>> percentile(list(range(1, 101)), 50), percentile(list(range(1, 101)), 99)
+    (50.5, 99.01)
+    """
+    return statistics.quantiles(samples, n=100, method="inclusive")[q - 1]
 
 
 async def _latencies(direct: tuple[str, dict[str, Any]], gateway: tuple[str, dict[str, Any]]) -> tuple[float, float]:
@@ -142,6 +202,67 @@ def run() -> dict[str, float]:
 
     engine_cpus, front_cpus = cpu_layout()
     results: dict[str, float] = {"engine_cpus": len(engine_cpus or ()), "front_cpus": len(front_cpus or ())}
+    with tempfile.TemporaryDirectory() as work:
+        results |= _against_standin(tiny, Path(work), direct_body, gateway_body, engine_cpus, front_cpus)
+    results |= _against_engine(tiny, direct_body, gateway_body, engine_cpus, front_cpus)
+    return results
+
+
+def _against_standin(
+    tiny: TinyModel,
+    work: Path,
+    direct_body: dict[str, Any],
+    gateway_body: dict[str, Any],
+    back_cpus: set[int] | None,
+    gateway_cpus: set[int] | None,
+) -> dict[str, float]:
+    """The gateway's added latency at ``STANDIN_STREAMS`` streams and its CPU per request, against the stand-in."""
+    with (
+        start_standin_engine(work, STANDIN_TOKENS, STANDIN_INTERVAL_S, cpus=back_cpus) as standin,
+        start_gateway(
+            tiny, work, engine_url=standin.base_url, env={"METRICS_INTERVAL_S": "60"}, cpus=gateway_cpus
+        ) as gateway,
+        on_cpus(back_cpus),
+    ):
+        direct = (f"{standin.base_url}/v1/chat/completions", direct_body)
+        through = (f"{gateway.url}/invocations", gateway_body)
+        asyncio.run(_timed_load(*through, STANDIN_STREAMS, 2.0))  # warm both paths
+        asyncio.run(_timed_load(*direct, STANDIN_STREAMS, 2.0))
+        latencies: dict[str, list[float]] = {"standin": [], "gateway": []}
+        gateway_cpu, gateway_requests = 0.0, 0
+        for round_ in range(STANDIN_ROUNDS):
+            for side in ("standin", "gateway") if round_ % 2 == 0 else ("gateway", "standin"):
+                cpu_before = cpu_seconds(gateway.process.pid)
+                samples, done = asyncio.run(
+                    _timed_load(*(direct if side == "standin" else through), STANDIN_STREAMS, STANDIN_RUN_S)
+                )
+                latencies[side] += samples
+                if side == "gateway":
+                    gateway_cpu += cpu_seconds(gateway.process.pid) - cpu_before
+                    gateway_requests += done
+    n = STANDIN_STREAMS
+    results = {"standin_stream_ms": round(STANDIN_TOKENS * STANDIN_INTERVAL_S * 1000, 1)}
+    for q in (50, 99):
+        standin_ms, gateway_ms = percentile(latencies["standin"], q), percentile(latencies["gateway"], q)
+        results[f"standin_p{q}_ms_{n}"] = round(standin_ms, 2)
+        results[f"gateway_p{q}_ms_{n}"] = round(gateway_ms, 2)
+        results[f"gateway_added_p{q}_ms_{n}"] = round(gateway_ms - standin_ms, 2)
+    results[f"gateway_rps_standin_{n}"] = round(gateway_requests / (STANDIN_ROUNDS * STANDIN_RUN_S), 1)
+    results[f"gateway_cpu_ms_per_request_standin_{n}"] = round(gateway_cpu * 1000 / max(gateway_requests, 1), 3)
+    results[f"latency_samples_{n}"] = float(min(len(v) for v in latencies.values()))
+    return results
+
+
+def _against_engine(
+    tiny: TinyModel,
+    direct_body: dict[str, Any],
+    gateway_body: dict[str, Any],
+    engine_cpus: set[int] | None,
+    front_cpus: set[int] | None,
+) -> dict[str, float]:
+    """Throughput ratios, CPU per request, RSS and one-at-a-time added latency against the real CPU engine."""
+    sampling = {"min_tokens": TOKENS, "temperature": 0}
+    results: dict[str, float] = {"rounds": ROUNDS}
     with (
         tempfile.TemporaryDirectory() as work,
         start_engine(tiny, logs=Path(work), cpus=engine_cpus) as engine,

@@ -185,6 +185,28 @@ def start_engine(
         process.stop(timeout_s=15)
 
 
+@contextlib.contextmanager
+def start_standin_engine(
+    logs: Path, tokens: int = 16, interval_s: float = 0.05, cpus: set[int] | None = None
+) -> Iterator[EngineHandle]:
+    """Start :mod:`devtools.standin_engine` (a fast stand-in for vLLM's server, no model) on a free loopback port.
+
+    It answers ``min(max_tokens, tokens)`` tokens, streamed ``interval_s`` apart; ``cpus`` pins it. The handle's
+    ``model_dir`` and ``adapters`` are empty: the stand-in serves none.
+    """
+    port = free_port()
+    command = [
+        sys.executable, "-m", "devtools.standin_engine",
+        "--port", str(port), "--tokens", str(tokens), "--interval-s", f"{interval_s:g}",
+    ]  # fmt: skip
+    process = _spawn(command, {**os.environ, "PYTHONPATH": PYTHONPATH}, logs, f"standin-{port}", cpus)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/health", 60, process)
+        yield EngineHandle(f"http://127.0.0.1:{port}", port, Path(), {}, process)
+    finally:
+        process.stop(timeout_s=10)
+
+
 def default_max_model_len() -> int:
     """``engine.max_model_len`` of the shipped ``gateway.yaml`` (what a gateway with the default config budgets for)."""
     return int(yaml.safe_load(DEFAULT_CONFIG.read_text())["engine"]["max_model_len"])
