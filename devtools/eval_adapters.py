@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from devtools.tiny_model import LORA_RANK, LORA_TARGETS, VERSION, TinyModel, ensure_tiny_model
+from devtools.tiny_model import LORA_RANK, LORA_TARGETS, VERSION, TinyModel, build_lock, ensure_tiny_model
 from fleetops.promotion.eval_suite import EvalSuite, Prompt, load_eval_suite
 
 #: Bumped whenever training changes; the marker also holds a hash of everything trained on.
@@ -293,6 +293,13 @@ def ensure_eval_adapters(tiny: TinyModel, suite: EvalSuite | None = None) -> Eva
     marker = root / ".complete"
     if marker.exists() and marker.read_text() == version:
         return adapters
+    with build_lock(root):
+        if not (marker.exists() and marker.read_text() == version):  # another process may have trained them meanwhile
+            _train(tiny, root, sets, version)
+    return adapters
+
+
+def _train(tiny: TinyModel, root: Path, sets: dict[str, list[Example]], version: str) -> None:
     scratch = root.with_name(f"{root.name}.partial-{os.getpid()}")
     shutil.rmtree(scratch, ignore_errors=True)
     for name, examples in sets.items():
@@ -304,7 +311,6 @@ def ensure_eval_adapters(tiny: TinyModel, suite: EvalSuite | None = None) -> Eva
     (scratch / ".complete").write_text(version)
     shutil.rmtree(root, ignore_errors=True)
     scratch.rename(root)
-    return adapters
 
 
 def suite_adapters(tiny: TinyModel, adapter: Path) -> dict[str, Path]:

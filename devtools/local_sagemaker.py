@@ -158,12 +158,21 @@ def make_adapter(tiny: TinyModel, name: str, seed: int, root: Path | None = None
     ``<tiny.root>/extra-adapters``, rebuilt with the tiny model) as ``<name>-seed<seed>``; takes a few
     seconds the first time (torch and peft load the base model).
     """
-    from devtools.tiny_model import _write_adapter
+    from devtools.tiny_model import build_lock
 
     out = (root or tiny.root / "extra-adapters") / f"{name}-seed{seed}"
     marker = out / ".complete"
     if marker.exists() and marker.read_text() == VERSION:
         return out
+    with build_lock(out):
+        if not (marker.exists() and marker.read_text() == VERSION):  # another process may have made it meanwhile
+            _write_extra_adapter(tiny, out, seed)
+    return out
+
+
+def _write_extra_adapter(tiny: TinyModel, out: Path, seed: int) -> None:
+    from devtools.tiny_model import _write_adapter
+
     scratch = out.with_name(out.name + ".partial")
     shutil.rmtree(scratch, ignore_errors=True)
     _write_adapter(tiny.model_dir, scratch, seed, LORA_RANK, LORA_TARGETS)
@@ -174,7 +183,6 @@ def make_adapter(tiny: TinyModel, name: str, seed: int, root: Path | None = None
     (scratch / ".complete").write_text(VERSION)
     shutil.rmtree(out, ignore_errors=True)
     scratch.rename(out)
-    return out
 
 
 def upload_model(

@@ -13,10 +13,13 @@ Generation is idempotent: a finished directory (marked by ``.complete``) is reus
 
 from __future__ import annotations
 
+import fcntl
 import json
 import random
 import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -213,6 +216,19 @@ def write_broken_tokenizer_model(model_dir: Path, out: Path) -> Path:
     return out
 
 
+@contextmanager
+def build_lock(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock beside ``folder`` while it is checked and built, so that parallel test processes
+    (pytest-xdist workers) build a cache once and never swap it out under one another."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with folder.with_name(folder.name + ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def ensure_tiny_model(root: str | Path) -> TinyModel:
     """Generate the tiny model, tokenizer and adapters under ``root`` unless already there.
 
@@ -241,6 +257,13 @@ def ensure_tiny_model(root: str | Path) -> TinyModel:
     marker = root / ".complete"
     if marker.exists() and marker.read_text() == VERSION:
         return tiny
+    with build_lock(root):
+        if not (marker.exists() and marker.read_text() == VERSION):  # another process may have built it meanwhile
+            _build(root)
+    return tiny
+
+
+def _build(root: Path) -> None:
     # Build in a scratch folder and swap it in, so an interrupted run never leaves a half model behind.
     scratch = root.with_name(root.name + ".partial")
     shutil.rmtree(scratch, ignore_errors=True)
@@ -258,7 +281,6 @@ def ensure_tiny_model(root: str | Path) -> TinyModel:
     (scratch / ".complete").write_text(VERSION)
     shutil.rmtree(root, ignore_errors=True)
     scratch.rename(root)
-    return tiny
 
 
 if __name__ == "__main__":
