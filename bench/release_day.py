@@ -67,7 +67,7 @@ def before(setup: Setup) -> Setup:
     old = setup.tuned(
         variant={"headroom": 1.25, "forecast_headroom": None}, prescale={"lead_time_minutes": 60, "history_days": 0}
     )
-    return replace(old, tracking=TargetTrackingSpec(INVOCATIONS_PER_INSTANCE, 200.0, 60, 600))
+    return replace(old, tracking=(TargetTrackingSpec(INVOCATIONS_PER_INSTANCE, 200.0, 60, 600),))
 
 
 def _scenario(scenario: Scenario, setup: Setup) -> tuple[dict[str, float], float, float]:

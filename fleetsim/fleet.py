@@ -5,8 +5,9 @@ The model, and what it leaves out:
 - ``Scaler`` is the scalable target: MinCapacity, MaxCapacity and the desired count, clamped as Application
   Auto Scaling clamps it (raising MinCapacity raises the desired count at once; lowering it does not lower it).
 - Each launched instance takes a provisioning delay drawn from ``provisioning_s`` (SageMaker's 5-8 minutes)
-  plus ``container_ready_s`` (the container's start to a healthy ``/ping``) before it serves. Scale-in removes
-  instances still provisioning first, then serving ones, and takes effect at once.
+  plus ``container_ready_s`` (the container's start to a healthy ``/ping``) before it serves. The delay is
+  drawn from the seed, the launch's minute and its order within that minute, so policies compare on equal
+  luck. Scale-in removes instances still provisioning first, then serving ones, and takes effect at once.
 - Every serving instance handles ``capacity_rps_per_instance`` (fleet.yaml: the rate at target latency). What
   a minute cannot serve waits in a FIFO queue; a request that would wait longer than ``max_queue_wait_s``
   (SageMaker's 60 s invocation timeout) fails, as the 429s and timeouts users saw.
@@ -108,9 +109,14 @@ class _Instances:
         ready = [r for r in self.ready_at if r < end_s]
         return len(ready), sum(min(1.0, (end_s - max(r, start_s)) / (end_s - start_s)) for r in ready)
 
-    def resize(self, desired: int, now_s: float, delay: random.Random, params: FleetParams) -> None:
+    def resize(self, desired: int, now_s: float, seed: int, params: FleetParams) -> None:
+        launched = 0
         while len(self.ready_at) < desired:
-            self.ready_at.append(now_s + delay.uniform(*params.provisioning_s) + params.container_ready_s)
+            # Drawn from the launch's minute and order, not from a stream: two policies that launch at the same
+            # minute get the same instances, so their runs differ by their decisions, not by luck.
+            delay = random.Random(f"{seed}:{now_s:.0f}:{launched}").uniform(*params.provisioning_s)
+            self.ready_at.append(now_s + delay + params.container_ready_s)
+            launched += 1
         if len(self.ready_at) > desired:
             self.ready_at.sort()  # the latest to be ready go first: provisioning ones before serving ones
             del self.ready_at[desired:]
@@ -118,7 +124,6 @@ class _Instances:
 
 def run(trace: Trace, policy: Policy, scaler: Scaler, params: FleetParams, *, seed: int) -> list[Minute]:
     """Play ``trace`` against ``policy``; the instances ``scaler.desired`` names at the start are already serving."""
-    delays = random.Random(seed)
     instances = _Instances([0.0] * scaler.desired)
     queued = 0.0
     minutes: list[Minute] = []
@@ -127,7 +132,7 @@ def run(trace: Trace, policy: Policy, scaler: Scaler, params: FleetParams, *, se
         at = trace.time(tick)
         policy.before(at, scaler)
         now_s = tick * TICK_S
-        instances.resize(scaler.desired, now_s, delays, params)
+        instances.resize(scaler.desired, now_s, seed, params)
         serving, share = instances.serving(now_s, now_s + TICK_S)  # one ready mid-minute serves the rest of it
         capacity = share * per_instance
         waiting = queued + arrived

@@ -38,7 +38,7 @@ class Setup:
     endpoint: EndpointConfig
     variant: VariantConfig
     playbook: Playbook
-    tracking: stack.TargetTrackingSpec
+    tracking: tuple[stack.TargetTrackingSpec, ...]  # the variant's target-tracking policies
     prescale_interval_s: int
     params: FleetParams
     one_off_rows: tuple[dict[str, Any], ...] = ()
@@ -83,7 +83,7 @@ def load_setup(
         raise SetupError(f"endpoint {endpoint_name!r} is not in {fleet} (it has: {known})")
     variant = next(v for v in endpoint.variants if v.role == "primary")
     tracking = stack.target_tracking(endpoint.name, variant.name, template)
-    if tracking is None:
+    if not tracking:
         raise SetupError(f"{template} declares no target-tracking policy for {endpoint.name}/{variant.name}")
     params = FleetParams(capacity_rps_per_instance=variant.capacity_rps_per_instance)
     if provisioning_s is not None:
@@ -109,7 +109,7 @@ def load_setup(
 
 def make_policy(name: str, setup: Setup, history: SimulatedHistory | None = None) -> Combined:
     """``reactive`` or ``project``; the project's reconciler reads ``history`` (None: configured levels only)."""
-    tracking = TargetTracking(setup.tracking)
+    tracking = TargetTracking(*setup.tracking)
     if name == "reactive":
         return Combined("reactive", [tracking])
     if name == "project":
@@ -135,10 +135,11 @@ def oracle(trace: Trace, setup: Setup) -> list[Minute]:
     """
     per_instance = setup.params.per_instance_per_tick
     need = [max(setup.variant.floor, math.ceil(round(a / per_instance, 9))) for a in trace.requests]
-    lead = max(1, math.ceil(setup.params.fastest_arrival_s / TICK_S))
+    # Launched at the start of minute ``tick``, an instance serves the whole of minute ``tick + lead``.
+    lead = math.ceil(setup.params.fastest_arrival_s / TICK_S)
     minutes = []
     for tick, arrived in enumerate(trace.requests):
-        billed = max(need[tick : tick + lead])
+        billed = max(need[tick : tick + lead + 1])
         minutes.append(
             Minute(
                 at=trace.time(tick),

@@ -1,5 +1,5 @@
 """What the deployed stack would run, read from ``template.yaml`` (and its nested templates), not restated here:
-the target-tracking policy of a variant and how often the pre-scale reconciler runs."""
+the target-tracking policies of a variant and how often the pre-scale reconciler runs."""
 
 from __future__ import annotations
 
@@ -43,16 +43,17 @@ class TargetTrackingSpec:
     scale_in_cooldown_s: int
 
 
-def target_tracking(endpoint: str, variant: str, template: Path = TEMPLATE) -> TargetTrackingSpec | None:
-    """The variant's target-tracking policy as the template declares it; ``None`` when it has none.
+def target_tracking(endpoint: str, variant: str, template: Path = TEMPLATE) -> tuple[TargetTrackingSpec, ...]:
+    """The variant's target-tracking policies as the template declares them, in template order; empty when none.
 
     Raises
     ------
     StackError
-        When the policy tracks a metric the simulator does not model.
+        When a policy tracks a metric the simulator does not model.
     """
     resource_id = f"endpoint/{endpoint}/variant/{variant}"
     parameters = {"RemediatedEndpointName": endpoint, "PrimaryVariantName": variant}
+    specs = []
     for policy in stack_resources(template, "AWS::ApplicationAutoScaling::ScalingPolicy", STACK_NAME, parameters):
         props = policy.resolved()
         if props.get("ResourceId") != resource_id or props.get("PolicyType") != "TargetTrackingScaling":
@@ -62,13 +63,15 @@ def target_tracking(endpoint: str, variant: str, template: Path = TEMPLATE) -> T
         if metric not in TRACKED_METRICS:
             known = " or ".join(TRACKED_METRICS)
             raise StackError(f"{policy.path} tracks {metric!r}; the simulator models {known} only")
-        return TargetTrackingSpec(
-            metric=metric,
-            target=float(config["TargetValue"]),
-            scale_out_cooldown_s=int(config.get("ScaleOutCooldown", 300)),
-            scale_in_cooldown_s=int(config.get("ScaleInCooldown", 300)),
+        specs.append(
+            TargetTrackingSpec(
+                metric=metric,
+                target=float(config["TargetValue"]),
+                scale_out_cooldown_s=int(config.get("ScaleOutCooldown", 300)),
+                scale_in_cooldown_s=int(config.get("ScaleInCooldown", 300)),
+            )
         )
-    return None
+    return tuple(specs)
 
 
 def prescale_interval_s(template: Path = TEMPLATE) -> int:

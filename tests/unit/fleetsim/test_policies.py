@@ -29,8 +29,11 @@ def _minute(arrived: int, serving: int, queued: float = 0.0, tick: int = 0) -> M
 
 
 def test_the_stack_declares_target_tracking_and_the_reconciler_schedule_the_simulator_reads() -> None:
-    spec = stack.target_tracking("manga-chat-prod", "primary")
-    assert spec == stack.TargetTrackingSpec(CONCURRENCY, 10.5, 60, 600)
+    specs = stack.target_tracking("manga-chat-prod", "primary")
+    assert specs == (
+        stack.TargetTrackingSpec(INVOCATIONS, 220.0, 60, 600),
+        stack.TargetTrackingSpec(CONCURRENCY, 24.0, 60, 600),
+    )
     assert stack.prescale_interval_s() == 15 * 60
 
 
@@ -43,25 +46,28 @@ def _stack_tracking(tmp_path: Path, metric: str) -> Path:
     return tmp_path / "template.yaml"
 
 
-def test_the_stack_reader_says_which_metric_the_policy_tracks_and_refuses_one_it_does_not_model(tmp_path: Path) -> None:
+def test_the_stack_reader_says_what_each_policy_tracks_and_refuses_a_metric_it_does_not_model(tmp_path: Path) -> None:
     template = _stack_tracking(tmp_path, INVOCATIONS)
-    spec = stack.target_tracking("manga-chat-prod", "primary", template)
-    assert spec is not None and spec.metric == INVOCATIONS
+    specs = stack.target_tracking("manga-chat-prod", "primary", template)
+    assert [spec.metric for spec in specs] == [INVOCATIONS, INVOCATIONS]
     (tmp_path / "cpu").mkdir()
     other = _stack_tracking(tmp_path / "cpu", "SageMakerVariantCPUUtilization")
     with pytest.raises(stack.StackError, match="SageMakerVariantCPUUtilization"):
         stack.target_tracking("manga-chat-prod", "primary", other)
 
 
-def test_the_templates_target_states_the_simulators_request_seconds_and_its_utilisation() -> None:
+def test_the_templates_targets_state_the_simulators_request_seconds_and_their_utilisation() -> None:
     setup = load_setup("manga-chat-prod")
-    parameter = load(VARIANT_TEMPLATE)["Parameters"]["ConcurrentRequestsPerInstanceTarget"]
-    assert f"{REQUEST_SECONDS:g} s per request" in parameter["Description"]
-    assert "REQUEST_SECONDS" in parameter["Description"]
-    # Little's law: requests/s per instance = concurrency / seconds in the container; 87.5 % of one GPU's rate.
-    utilisation = setup.tracking.target / REQUEST_SECONDS / setup.variant.capacity_rps_per_instance
-    assert utilisation == pytest.approx(0.875)
-    assert "87.5 %" in parameter["Description"]
+    by_metric = {spec.metric: spec.target for spec in setup.tracking}
+    parameters = load(VARIANT_TEMPLATE)["Parameters"]
+    concurrent = parameters["ConcurrentRequestsPerInstanceTarget"]["Description"]
+    assert f"{REQUEST_SECONDS:g} s per request" in concurrent and "REQUEST_SECONDS" in concurrent
+    # Little's law: requests in the container = requests/s x seconds there; one GPU at its rate holds 12, and the
+    # target is twice that (a full instance's worth waiting on each).
+    assert by_metric[CONCURRENCY] / REQUEST_SECONDS / setup.variant.capacity_rps_per_instance == pytest.approx(2.0)
+    # Invocations per minute over one GPU's requests per minute.
+    utilisation = by_metric[INVOCATIONS] / 60 / setup.variant.capacity_rps_per_instance
+    assert f"{utilisation:.0%}".replace("%", " %") in parameters["InvocationsPerInstanceTarget"]["Description"]
 
 
 def test_concurrency_is_littles_law_for_the_minutes_arrivals_plus_the_queue() -> None:
@@ -99,10 +105,10 @@ def test_queued_requests_count_toward_concurrency_but_not_toward_invocations() -
     assert scalers[1].desired == 4  # 150 invocations per instance: below 200
 
 
-def _first_request_s(spec: stack.TargetTrackingSpec, before: int, during: int) -> float:
+def _first_request_s(specs: tuple[stack.TargetTrackingSpec, ...], before: int, during: int) -> float:
     """Seconds from a step spike's start to the first raise of the desired count."""
     trace = Trace(T0, (before,) * 20 + (during,) * 20)
-    minutes = run(trace, TargetTracking(spec), Scaler(2, 12, 4), PARAMS, seed=1)
+    minutes = run(trace, TargetTracking(*specs), Scaler(2, 12, 4), PARAMS, seed=1)
     # A minute's record holds the desired count as the minute began: the spike's first minute shows the count
     # before it, and the first record above that shows the end of the minute the policy asked for more.
     first = next(m for m in minutes[20:] if m.desired > minutes[20].desired)
@@ -111,11 +117,9 @@ def _first_request_s(spec: stack.TargetTrackingSpec, before: int, during: int) -
 
 def test_a_step_spike_gets_its_first_capacity_request_within_a_minute_where_invocations_need_three() -> None:
     setup = load_setup("manga-chat-prod")
-    same_utilisation = replace(
-        setup.tracking, metric=INVOCATIONS, target=setup.tracking.target / REQUEST_SECONDS * 60
-    )  # 200 invocations per instance per minute
+    invocations_only = tuple(spec for spec in setup.tracking if spec.metric == INVOCATIONS)
     assert _first_request_s(setup.tracking, 600, 1800) <= 60
-    assert _first_request_s(same_utilisation, 600, 1800) == 180
+    assert _first_request_s(invocations_only, 600, 1800) == 180
 
 
 def test_target_tracking_scales_in_after_fifteen_minutes_below_ninety_percent_then_waits_its_cooldown() -> None:
@@ -131,6 +135,27 @@ def test_target_tracking_scales_in_after_fifteen_minutes_below_ninety_percent_th
     assert scaler.desired == 3  # scale-in cooldown 600 s
     tracking.after(_minute(200, 3, tick=24), scaler)
     assert scaler.desired == 2  # ceil(10 / 10) = 1, held at MinCapacity
+
+
+def test_two_policies_scale_out_when_either_asks_and_in_only_when_both_are_ready() -> None:
+    tracking = TargetTracking(
+        stack.TargetTrackingSpec(INVOCATIONS, 200.0, 60, 600), stack.TargetTrackingSpec(CONCURRENCY, 24.0, 60, 600)
+    )
+    scaler = Scaler(2, 12, 4)
+    tracking.after(_minute(800, 4, queued=4 * 30, tick=0), scaler)  # 40 + 120 concurrent: 40 per instance
+    assert scaler.desired == 7  # the concurrency policy at once: ceil(160 / 24); invocations (200) not above
+    for tick in (1, 2):
+        tracking.after(_minute(1330, 7, tick=tick), scaler)  # 190 invocations, 9.5 concurrent per instance
+    for tick in range(3, 16):
+        tracking.after(_minute(1000, 7, tick=tick), scaler)  # 143 invocations, 7.1 concurrent per instance
+    assert scaler.desired == 7  # concurrency has been below 90 % of its target for 15 minutes, invocations for 13
+    tracking.after(_minute(1000, 7, tick=16), scaler)
+    assert scaler.desired == 7
+    tracking.after(_minute(1000, 7, tick=17), scaler)
+    assert scaler.desired == 5  # both ready: the larger of ceil(1000 / 200) and ceil(50 / 24)
+    for tick in range(18, 40):
+        tracking.after(_minute(1500, 5, tick=tick), scaler)  # invocations 300 > 200; concurrency 15 < 21.6
+    assert scaler.desired == 8  # the invocations policy after 3 minutes: ceil(1500 / 200)
 
 
 def test_the_real_reconciler_raises_capacity_lead_time_before_a_one_off_release() -> None:
@@ -178,5 +203,7 @@ def test_the_responder_follows_the_playbook_file(tmp_path: Path) -> None:
 def test_the_templates_target_moves_the_reactive_fleet(target: float, settles_at: int) -> None:
     setup = load_setup("manga-chat-prod")
     trace = Trace(T0, (1500,) * 90)  # 75 concurrent
-    minutes = run(trace, TargetTracking(replace(setup.tracking, target=target)), Scaler(2, 12, 4), PARAMS, seed=1)
+    concurrency_policy = next(spec for spec in setup.tracking if spec.metric == CONCURRENCY)
+    policy = TargetTracking(replace(concurrency_policy, target=target))
+    minutes = run(trace, policy, Scaler(2, 12, 4), PARAMS, seed=1)
     assert minutes[-1].serving == settles_at == -(-75 // target)

@@ -88,13 +88,21 @@ def test_the_rule_routes_exactly_the_responders_own_alarms() -> None:
         assert MAIN["Resources"][nested]["Properties"]["Location"] == "templates/variant_remediation.yaml"
 
 
-def test_target_tracking_scales_out_fast_and_in_slowly() -> None:
-    (policy,) = resources_of_type(VARIANT, "AWS::ApplicationAutoScaling::ScalingPolicy").values()
-    config = policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]
-    # A high-resolution metric (10-second datapoints): the first capacity request within a minute of a spike.
-    metric = config["PredefinedMetricSpecification"]["PredefinedMetricType"]
-    assert metric == "SageMakerVariantConcurrentRequestsPerModelHighResolution"
-    assert config["ScaleOutCooldown"] == 60
+def test_target_tracking_has_a_steady_policy_and_a_fast_one_both_scaling_out_fast_and_in_slowly() -> None:
+    policies = resources_of_type(VARIANT, "AWS::ApplicationAutoScaling::ScalingPolicy").values()
+    configs = {
+        p["Properties"]["TargetTrackingScalingPolicyConfiguration"]["PredefinedMetricSpecification"][
+            "PredefinedMetricType"
+        ]: p["Properties"]["TargetTrackingScalingPolicyConfiguration"]
+        for p in policies
+    }
+    # One-minute invocations for the steady state; a high-resolution metric (10-second datapoints) for a backlog.
+    assert set(configs) == {
+        "SageMakerVariantInvocationsPerInstance",
+        "SageMakerVariantConcurrentRequestsPerModelHighResolution",
+    }
+    assert all(config["ScaleOutCooldown"] == 60 for config in configs.values())
+    assert all(config["ScaleInCooldown"] == {"Ref": "ScaleInCooldownSeconds"} for config in configs.values())
     cooldown = VARIANT["Parameters"]["ScaleInCooldownSeconds"]
     assert (cooldown["Default"], cooldown["MinValue"], cooldown["MaxValue"]) == (600, 300, 600)
     # The canary's capacity belongs to the rollout: no target tracking there.
