@@ -23,6 +23,11 @@ Keys are ``<metric>__<scenario>`` and ``<metric>__worst`` (the worst scenario's)
 - ``spike_to_first_capacity_request_s_{project,reactive}``: an unannounced spike's start -> the first minute
   whose desired instance count is above the spike's first minute's, the request and not its arrival (target
   for the project: <= 60); -1 when nothing was asked within the spike and 30 minutes after (worst: -1 if any).
+- ``shortfall_to_first_capacity_request_s_{project,reactive}``: the same request timed from the spike's first
+  minute in which the fleet fell short (requests left queued or failed): a spike that rises over a busy hour
+  can take a minute or more to outgrow the instances serving it, and no policy should ask before then.
+- ``degraded_minutes_pct_{project,reactive}``: the share of the judged week's minutes in which a request failed
+  or queued more than a second (the latency the GPU hours were saved with).
 - ``*_before``: the policy the forecast replaced (configured levels, lead 60 min, headroom 1.25, target tracking
   on one-minute invocations at 200) on the same scenario, for the before/after comparison.
 - ``scheduled_actions_max``: the most scheduled actions the project's reconciler kept on the simulated
@@ -88,10 +93,13 @@ def _scenario(scenario: Scenario, setup: Setup) -> tuple[dict[str, float], float
     for name in ("project", "reactive"):
         row[f"failed_pct_on_calendar_events_{name}"] = s[name].failed_pct_on_calendar_events
         row[f"failed_pct_{name}"] = s[name].failed_pct
+        row[f"degraded_minutes_pct_{name}"] = round(100 * s[name].minutes_degraded / len(runs[name].minutes), 2)
         row[f"gpu_hours_{name}_vs_oracle"] = round(vs_oracle(s, name) or 0.0, 3)
         if scenario.spikes:
             row[f"failed_in_unannounced_spike_{name}"] = s[name].failed_in_unpredicted_spikes
             row[f"spike_to_first_capacity_request_s_{name}"] = _seconds(s[name].spike_to_first_capacity_request_s)
+            shortfall = s[name].shortfall_to_first_capacity_request_s
+            row[f"shortfall_to_first_capacity_request_s_{name}"] = _seconds(shortfall)
     replaced = run_policies(trace, before(setup), seed=SEED, policies=("project",), judge_from=since)["project"]
     was = summarize(replaced.minutes, trace, setup.params, price)
     row["failed_pct_on_calendar_events_before"] = was.failed_pct_on_calendar_events
@@ -102,7 +110,7 @@ def _scenario(scenario: Scenario, setup: Setup) -> tuple[dict[str, float], float
 
 
 def _worst(metric: str, values: list[float]) -> float:
-    if metric.startswith("spike_to_first_capacity_request_s") and -1.0 in values:
+    if "_to_first_capacity_request_s" in metric and -1.0 in values:
         return -1.0  # nothing asked for in some scenario: worse than any delay
     return max(values)
 

@@ -28,6 +28,7 @@ class SimulatedAutoScaling(AutoScaling):
     def __init__(self, scaler: Scaler) -> None:  # no client: nothing here leaves the process
         self.scaler = scaler
         self.actions: dict[str, ScheduledAction] = {}
+        self.runs_at: dict[str, datetime | None] = {}
         self.fired: set[str] = set()
 
     def get_target(self, endpoint_name: str, variant_name: str) -> ScalableTarget | None:
@@ -41,17 +42,19 @@ class SimulatedAutoScaling(AutoScaling):
 
     def put_scheduled_action(self, action: ScheduledAction) -> None:
         self.actions[action.name] = action
+        self.runs_at[action.name] = action.runs_at()  # parsed once, not every simulated minute
         self.fired.discard(action.name)
 
     def delete_scheduled_action(self, action: ScheduledAction) -> None:
         self.actions.pop(action.name, None)
+        self.runs_at.pop(action.name, None)
 
     def fire_due(self, at: datetime) -> None:
         """Run every one-time action whose time has come, in time order, as Application Auto Scaling does."""
         due = [
-            (when, a)
-            for name, a in self.actions.items()
-            if name not in self.fired and (when := a.runs_at()) is not None and when <= at
+            (when, self.actions[name])
+            for name, when in self.runs_at.items()
+            if when is not None and when <= at and name not in self.fired
         ]
         for _, action in sorted(due, key=lambda pair: pair[0]):
             self.scaler.set_range(action.min_capacity, action.max_capacity)

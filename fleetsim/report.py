@@ -28,6 +28,9 @@ class Summary:
     # The slowest unpredicted spike -> the first minute asking for more instances (desired above the spike's
     # first minute's), whenever they arrive; None: no spike, or one with no request within it and SPIKE_TAIL.
     spike_to_first_capacity_request_s: float | None
+    # The slowest unpredicted spike from its first minute the fleet fell short (requests left queued or failed)
+    # to that first request; 0 where no spike fell short; None: no spike, or one short with no request.
+    shortfall_to_first_capacity_request_s: float | None
     instance_hours: float
     cost_usd: float | None
 
@@ -67,6 +70,22 @@ def _spike_to_first_request_s(minutes: Sequence[Minute], spikes: Sequence[Window
     return slowest
 
 
+def _shortfall_to_first_request_s(minutes: Sequence[Minute], spikes: Sequence[Window]) -> float | None:
+    slowest: float | None = None
+    for spike in spikes:
+        during = [m for m in minutes if spike.start < m.at + TICK and m.at < spike.end + SPIKE_TAIL]
+        short = next((i for i, m in enumerate(during) if m.queued > 0 or m.failed), None)
+        if short is None:  # the fleet served it all: nothing to wait for
+            slowest = slowest or 0.0
+            continue
+        asked = next((m for m in during[short + 1 :] if m.desired > during[short].desired), None)
+        if asked is None:
+            return None
+        seconds = (asked.at - during[short].at).total_seconds()
+        slowest = seconds if slowest is None else max(slowest, seconds)
+    return slowest
+
+
 def summarize(
     minutes: Sequence[Minute],
     trace: Trace,
@@ -101,6 +120,7 @@ def summarize(
         worst_queue_wait_s=round(max((m.wait_s for m in minutes), default=0.0), 1),
         spike_to_capacity_s=_spike_to_capacity_s(minutes, spikes),
         spike_to_first_capacity_request_s=_spike_to_first_request_s(minutes, spikes),
+        shortfall_to_first_capacity_request_s=_shortfall_to_first_request_s(minutes, spikes),
         instance_hours=round(hours, 2),
         cost_usd=round(hours * price, 2) if price is not None else None,
     )

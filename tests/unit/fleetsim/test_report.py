@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -39,6 +40,17 @@ def test_a_spike_waits_for_the_first_minute_that_asks_for_more_not_for_the_insta
     # Started half-way through minute 2: the request is still minute 4's, 90 s after the start.
     late = summarize(minutes, _trace(12, _spike(T0 + timedelta(minutes=2, seconds=30))), PARAMS, None)
     assert late.spike_to_first_capacity_request_s == 90.0
+
+
+def test_a_spike_the_fleet_absorbs_at_first_is_timed_from_its_first_minute_short_as_well() -> None:
+    # The spike starts in minute 2; the fleet serves it until minute 3 leaves requests queued; minute 4 asks.
+    queued = [0.0, 0.0, 0.0, 40.0, 80.0, 0.0, 0.0, 0.0]
+    minutes = [replace(m, queued=q) for m, q in zip(_minutes([4, 4, 4, 4, 6, 6, 6, 6]), queued, strict=True)]
+    summary = summarize(minutes, _trace(8, _spike(T0 + timedelta(minutes=2))), PARAMS, None)
+    assert summary.spike_to_first_capacity_request_s == 120.0
+    assert summary.shortfall_to_first_capacity_request_s == 60.0
+    never_short = summarize(_minutes([4] * 8), _trace(8, _spike(T0 + timedelta(minutes=2))), PARAMS, None)
+    assert never_short.shortfall_to_first_capacity_request_s == 0.0
 
 
 def test_the_slowest_spike_counts_and_no_spike_or_no_request_is_none() -> None:
