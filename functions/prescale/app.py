@@ -20,6 +20,7 @@ from fleetops.prescale.demand_history import DemandHistory
 from fleetops.prescale.events import parse_event
 from fleetops.prescale.models import Plan
 from fleetops.prescale.reconciler import PrescaleDeps, reconcile
+from fleetops.remediation.alarm_states import AlarmStates
 from fleetops.remediation.models import load_playbook
 from fleetops.remediation.state_table import RemediationStateStore
 from fleetops.settings import CommonSettings
@@ -57,6 +58,7 @@ def dependencies() -> PrescaleDeps:
         notifier=Notifier(settings.notification_topic_arn) if settings.notification_topic_arn else None,
         raises=RemediationStateStore(settings.remediation_state_table) if settings.remediation_state_table else None,
         raise_hold=raise_hold,
+        alarm_states=AlarmStates() if settings.remediation_state_table else None,
     )
 
 

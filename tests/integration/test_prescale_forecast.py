@@ -26,6 +26,7 @@ from fleetops.metrics import SAGEMAKER_INVOCATIONS, SAGEMAKER_NAMESPACE
 from fleetops.prescale.calendar_table import CalendarTable
 from fleetops.prescale.demand_history import DemandHistory
 from fleetops.prescale.reconciler import PrescaleDeps, reconcile
+from fleetops.remediation.alarm_states import AlarmStates
 from fleetops.remediation.state_table import RemediationStateStore
 from fleetops.tables import REMEDIATION_STATE_PK
 
@@ -116,6 +117,7 @@ def deps(resources: CoreResources, raises: RemediationStateStore) -> PrescaleDep
         notifier=Notifier(resources.topic_arn),
         raises=raises,
         raise_hold=timedelta(minutes=15),
+        alarm_states=AlarmStates(),
     )
 
 
@@ -190,3 +192,45 @@ def test_a_responder_raise_returns_to_the_plan_once_its_alarm_has_been_ok_for_th
     assert raises.raises(EP) == []
     [record] = [r for r in deps.audit.list(EP) if r.action.startswith("release_min")]
     assert "released to the plan's 3" in record.reason
+
+
+def test_a_raise_whose_ok_event_never_reached_the_responder_is_released_by_the_alarms_own_state(
+    deps: PrescaleDeps, raises: RemediationStateStore
+) -> None:
+    """EventBridge may lose an OK event or deliver it before its ALARM; the reconciler asks CloudWatch.
+
+    The emulator does not evaluate alarms: the test sets their states (SetAlarmState), as CloudWatch would have.
+    """
+    put_history(days=21)
+    cloudwatch = boto3.client("cloudwatch")
+    queue, saturation = (f"manga-llm-fleet-remediation-{kind}-{EP}-primary" for kind in ("queue-depth", "saturation"))
+    for name in (queue, saturation):
+        cloudwatch.put_metric_alarm(
+            AlarmName=name,
+            Namespace="MangaLLM/Gateway",
+            MetricName="QueueDepth",
+            Statistic="Average",
+            Period=60,
+            EvaluationPeriods=1,
+            Threshold=50,
+            ComparisonOperator="GreaterThanThreshold",
+        )
+    raises.record_raise(EP, "primary", queue, 6, NOW - timedelta(minutes=40))
+    raises.record_raise(EP, "primary", saturation, 7, NOW - timedelta(minutes=35))
+    AutoScaling().set_capacity(EP, "primary", 7, 12)
+    cloudwatch.set_alarm_state(AlarmName=queue, StateValue="OK", StateReason="back under the threshold")
+    cloudwatch.set_alarm_state(AlarmName=saturation, StateValue="ALARM", StateReason="still saturated")
+
+    held = reconcile(fleet_config(), deps, now=NOW, trigger="test", dry_run=False)
+    assert [c.kind for c in held.changes if c.kind.endswith("_min")] == []  # saturation still in ALARM: kept
+    assert AutoScaling().get_target(EP, "primary").min_capacity == 7  # type: ignore[union-attr]
+
+    cloudwatch.set_alarm_state(AlarmName=saturation, StateValue="OK", StateReason="back under the threshold")
+    released = reconcile(fleet_config(), deps, now=NOW, trigger="test", dry_run=False)
+
+    # No OK event was recorded, but both alarms have been OK for longer than the hold (the emulator's clock is
+    # days before NOW): MinCapacity back to the plan's level, the raise forgotten, the release audited.
+    [release] = [c for c in released.changes if c.kind == "release_min"]
+    assert (release.outcome, release.after["min_capacity"]) == ("applied", 3)  # type: ignore[index]
+    assert AutoScaling().get_target(EP, "primary").min_capacity == 3  # type: ignore[union-attr]
+    assert raises.raises(EP) == []

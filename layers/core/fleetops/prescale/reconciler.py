@@ -26,6 +26,7 @@ from fleetops.prescale.calendar_table import CalendarTable
 from fleetops.prescale.demand_history import DemandHistory
 from fleetops.prescale.forecast_plan import HistoryPlan, plan_from_history
 from fleetops.prescale.models import ACTION_PREFIX, ACTOR, Change, ForecastSummary, Plan, VariantPlan
+from fleetops.remediation.alarm_states import AlarmStates
 from fleetops.remediation.state_table import RemediationStateStore
 
 
@@ -50,6 +51,7 @@ class PrescaleDeps:
     notifier: Notifier | None = None  # a forecast above a variant's cap is sent here (and audited)
     raises: RemediationStateStore | None = None  # the alarm responder's raises, released once their alarms clear
     raise_hold: timedelta = timedelta(minutes=15)  # the playbook's rails.raise_hold_seconds
+    alarm_states: AlarmStates | None = None  # CloudWatch's word on a raise's alarms, for OK events lost or late
 
 
 def load_calendar(
@@ -229,7 +231,9 @@ def _apply_endpoint(
         for planned in sorted(changes, key=lambda c: (_APPLY_ORDER[c.kind], c.name)):
             try:
                 if planned.kind == "release_min" and deps.raises is not None:
-                    result = raise_release.apply(planned, deps.raises, deps.autoscaling, deps.raise_hold, now)
+                    result = raise_release.apply(
+                        planned, deps.raises, deps.autoscaling, deps.raise_hold, now, deps.alarm_states
+                    )
                 else:
                     _apply(planned, deps.autoscaling)
                     result = planned.model_copy(update={"outcome": "applied"})
@@ -277,7 +281,7 @@ def reconcile(
             findings.report(plan, deps.audit, deps.notifier, trigger, now, dry_run=held_back)
         if deps.raises is not None:
             planned += raise_release.release_changes(
-                deps.raises, deps.autoscaling, deps.raise_hold, endpoint.name, plans, now
+                deps.raises, deps.autoscaling, deps.raise_hold, endpoint.name, plans, now, deps.alarm_states
             )
         if not planned:
             continue

@@ -120,6 +120,25 @@ def cleared(record: RaiseRecord | None, alarm_name: str, at: datetime) -> RaiseR
     return record.model_copy(update={"in_alarm": holding, "cleared_at": None if holding else at})
 
 
+def cleared_by_alarms(record: RaiseRecord, ok_since: datetime) -> RaiseRecord:
+    """The record as CloudWatch tells it: every alarm still holding it has been OK since ``ok_since``.
+
+    For an OK event that never reached the responder, or came before the ALARM it answers (EventBridge keeps
+    neither delivery nor order): without it the raise would wait for an alarm that is long OK.
+
+    Examples
+    --------
+    >>> from datetime import UTC, datetime
+    >>> at = datetime(2026, 11, 21, 19, 2, tzinfo=UTC)
+    >>> r = raised(None, endpoint_name="e", variant_name="primary", alarm_name="q", min_capacity=6, at=at)
+    >>> cleared_by_alarms(r, at - timedelta(minutes=1)).cleared_at == at - timedelta(minutes=1)
+    True
+    """
+    for name in record.in_alarm:
+        record = cleared(record, name, ok_since) or record
+    return record
+
+
 def release_due(record: RaiseRecord, now: datetime, hold: timedelta) -> bool:
     """True when every alarm of the raise has been OK for at least ``hold`` at ``now``.
 
