@@ -89,6 +89,11 @@ container: $(STAMPS)/venv
 bench: $(STAMPS)/venv
 	$(BIN)/python -m bench $(BENCH)
 
+# The README's generated tables (devtools/readme_bench.py) from the committed bench/results/*.json.
+.PHONY: readme-bench
+readme-bench: $(STAMPS)/venv
+	$(BIN)/python -m devtools.readme_bench
+
 # The capacity simulator (README, Operate): `make simulate ARGS="--from 2026-12-04 --days 1 --calendar release.yaml"`.
 ARGS ?= --help
 simulate: $(STAMPS)/venv
