@@ -72,6 +72,7 @@ def ask(handle: GatewayHandle, **extra: object) -> httpx.Response:
     return httpx.post(f"{handle.url}/invocations", json=body, timeout=60)
 
 
+@pytest.mark.slow(reason="watches the gateway's own CPU vLLM engine start and warm every adapter (30-60 s)")
 def test_ping_is_503_until_the_engine_is_loaded_and_every_adapter_warmed(owned: GatewayHandle) -> None:
     first = httpx.get(f"{owned.url}/ping", timeout=2)
     assert first.status_code == 503
@@ -111,6 +112,7 @@ def test_the_engine_keeps_idle_connections_longer_than_the_gateway_reuses_them(o
     assert int(environ["VLLM_HTTP_TIMEOUT_KEEP_ALIVE"]) > KEEPALIVE_S
 
 
+@pytest.mark.slow(reason="kills the engine and waits for the gateway to start a new one in place (30-60 s)")
 def test_engine_death_gets_controlled_answers_and_an_in_place_restart(owned: GatewayHandle) -> None:
     assert owned.engine_port is not None
     (engine_pid,) = engine_pids(owned.engine_port)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import pytest
 
 from devtools import operator_stack
 from devtools import rollout_workflow as wf
@@ -59,6 +60,7 @@ def config_name() -> str:
     return str(boto3.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)["EndpointConfigName"])
 
 
+@pytest.mark.slow(reason="a whole rollout and its rollback executed on the emulator, with bake times and polling")
 def test_approve_promotes_and_rollback_returns_to_the_previous_model(stack, cli, tmp_path, people, sign_in) -> None:
     alice, bob = people["alice"], people["bob"]
     sign_in(alice)
@@ -138,6 +140,7 @@ def _execution(stack: operator_stack.OperatorStack, rollout_id: str) -> str:
     return stack.workflow.rollout_arn.replace(":stateMachine:", ":execution:") + f":{rollout_id}"
 
 
+@pytest.mark.slow(reason="a rollout executed to its approval, then aborted and the endpoint updated back")
 def test_abort_stops_a_rollout_in_flight_and_returns_the_endpoint(stack, cli, tmp_path, people, sign_in) -> None:
     sign_in(people["alice"])
     with wf.traffic(canary=HEALTHY, primary=HEALTHY):

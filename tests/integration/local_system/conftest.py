@@ -16,6 +16,22 @@ from devtools.local_sagemaker import LocalSageMaker, hosting
 from devtools.tiny_model import TinyModel, ensure_tiny_model
 
 REPO = Path(__file__).resolve().parents[3]
+HERE = Path(__file__).resolve().parent
+
+
+#: Files whose every test starts or replaces CPU vLLM engines in its call, with why it must take minutes.
+SLOW = {
+    "test_one_system.py": "each scenario deploys the whole system and rolls real containers (CPU vLLM engines)",
+    "test_promotion_gates.py": "each candidate's gates start its own CPU vLLM engine and replay traffic through it",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(str(item.path))
+        reason = SLOW.get(path.name) if path.parent == HERE else None
+        if reason:
+            item.add_marker(pytest.mark.slow(reason=reason))
 
 
 @pytest.fixture(autouse=True, scope="module")
