@@ -7,11 +7,18 @@ IAC_VENV := .venv-iac
 STAMPS := .stamps
 BENCH ?=
 PYTEST_ARGS ?=
+PYTEST := $(BIN)/python -m pytest
+# Workers for the tests that start no engine (pytest-xdist); `make test XDIST=` runs them in one process.
+XDIST ?= -n 2
+# When make read this file: `make test` and `make test-fast` end by printing how long they took, install included.
+STARTED := $(shell date +%s)
+ELAPSED = echo "$@: $$(( $$(date +%s) - $(STARTED) )) s in all"
 
 export PYTHONPATH := layers/core:gpu_container:.
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo test lint typecheck validate iac-scan unit integration container bench simulate clean install
+.PHONY: demo test test-fast test-durations pytest-all lint typecheck validate iac-scan unit integration container bench \
+	simulate clean install
 
 install: $(STAMPS)/venv $(STAMPS)/sam $(STAMPS)/node $(STAMPS)/iac
 
@@ -48,8 +55,32 @@ $(STAMPS)/node: package.json package-lock.json
 demo: $(STAMPS)/venv
 	$(BIN)/python -m demo
 
+# Test tiers (README, Development notes). `make test` is what CI runs: every check and every test.
 test: install lint typecheck duplicates validate iac-scan
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory pytest-all; rc=$$?; $(ELAPSED); exit $$rc
+
+# Every test, in two runs: those that start no engine on both cores (pytest-xdist; each worker has its own moto
+# server on its own port), then those that need the CPU vLLM engine (`container`) in one process, which starts the
+# engine once and gives it the cores. Together they select every test exactly once.
+pytest-all: $(STAMPS)/venv
+	@start=$$(date +%s); \
+	$(PYTEST) -m "not container" $(XDIST) $(PYTEST_ARGS); first=$$?; \
+	mid=$$(date +%s); \
+	$(PYTEST) -m container $(PYTEST_ARGS); second=$$?; \
+	end=$$(date +%s); \
+	echo "pytest: $$(( end - start )) s (no engine, $(XDIST): $$(( mid - start )) s; container: $$(( end - mid )) s)"; \
+	test $$first -eq 0 && test $$second -eq 0
+
+# The inner loop, under 2 minutes: unit tests on both cores, lint and types.
+test-fast: $(STAMPS)/venv
+	@$(PYTEST) tests/unit $(XDIST) -q $(PYTEST_ARGS) && $(MAKE) --no-print-directory lint typecheck; rc=$$?; \
+	$(ELAPSED); exit $$rc
+
+# Where the time goes: the suite (or PYTEST_ARGS, e.g. `PYTEST_ARGS=tests/integration`) in one process, with the
+# seconds per folder, file and fixture set-up (devtools/pytest_durations.py) and pytest's slowest phases.
+test-durations: $(STAMPS)/venv
+	@mkdir -p .cache
+	$(PYTEST) -p devtools.pytest_durations --durations=30 --durations-json=.cache/test-durations.json $(PYTEST_ARGS)
 
 lint: $(STAMPS)/venv
 	$(BIN)/ruff check .
@@ -77,13 +108,14 @@ iac-scan: $(STAMPS)/iac
 	$(IAC_VENV)/bin/python security/iac_scan.py template.yaml templates/*.yaml
 
 unit: $(STAMPS)/venv
-	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+	$(PYTEST) tests/unit $(XDIST) $(PYTEST_ARGS)
 
 integration: $(STAMPS)/venv
-	$(BIN)/python -m pytest tests/integration $(PYTEST_ARGS)
+	$(PYTEST) tests/integration -m "not container" $(XDIST) $(PYTEST_ARGS)
+	$(PYTEST) tests/integration -m container $(PYTEST_ARGS)
 
 container: $(STAMPS)/venv
-	$(BIN)/python -m pytest tests/container $(PYTEST_ARGS)
+	$(PYTEST) tests/container $(PYTEST_ARGS)
 
 # `make bench` runs every benchmark; `make bench BENCH=handler_import` runs one.
 bench: $(STAMPS)/venv
