@@ -27,7 +27,9 @@ from devtools.tiny_model import TinyModel
 from fleetops.promotion.eval_suite import EvalSuite, load_eval_suite
 from fleetops.promotion.evaluation import judge
 
-pytestmark = pytest.mark.container
+#: The first run trains both eval adapters in the module's set-up (cached in .cache/ after): under a minute on two
+#: idle cores, over 300 s on a busy machine.
+pytestmark = [pytest.mark.container, pytest.mark.timeout(900)]
 
 #: gateway.yaml's default route: where a prompt that names no adapter (en-06) goes.
 DEFAULT_ADAPTER = "manga_domain"
