@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -92,22 +91,17 @@ def _best_project_gpu_hours(figures: Mapping[str, Figure]) -> dict[str, Figure]:
 
 
 def _sweep_extremes(figures: Mapping[str, Figure]) -> dict[str, Any]:
-    """The sweep's worst calendar-event failure rate and its GPU-hour range, with the pair at each end."""
+    """The sweep's worst calendar-event failure rate and its GPU-hour range, with the setting at each end."""
     hours = {k.split("__", 1)[1]: v for k, v in figures.items() if k.startswith("gpu_hours_vs_oracle__")}
     events = [v for k, v in figures.items() if k.startswith("failed_pct_on_calendar_events__")]
-
-    def pair(label: str) -> str:
-        lead, headroom = re.fullmatch(r"lead(\d+)_headroom([\d.]+)", label).groups()  # type: ignore[union-attr]
-        return f"{lead} min, {float(headroom):.1f}"
-
     low, high = min(hours, key=hours.__getitem__), max(hours, key=hours.__getitem__)
     return {
         "worst_event_failed_pct": Figure(max(events)),
-        "pairs": len(hours),
+        "settings": len(hours),
         "lowest_gpu_hours": hours[low],
-        "lowest_pair": pair(low),
+        "lowest_setting": low,
         "highest_gpu_hours": hours[high],
-        "highest_pair": pair(high),
+        "highest_setting": high,
     }
 
 
@@ -159,7 +153,10 @@ BENCH_ROWS = (
         "{gpu_hours_reactive_vs_oracle__worst}; best {best_project_gpu_hours}), `failed_in_unannounced_spike` "
         "project {failed_in_unannounced_spike_project__worst:,.0f} / reactive "
         "{failed_in_unannounced_spike_reactive__worst:,.0f}, "
-        "`spike_to_first_capacity_request_s_project__worst` {spike_to_first_capacity_request_s_project__worst}, "
+        "`spike_to_first_capacity_request_s_project__worst` {spike_to_first_capacity_request_s_project__worst} "
+        "({shortfall_to_first_capacity_request_s_project__worst} from the first minute short), "
+        "`degraded_minutes_pct_project__worst` {degraded_minutes_pct_project__worst} % (reactive "
+        "{degraded_minutes_pct_reactive__worst} %), "
         "`scheduled_actions_max__worst` {scheduled_actions_max__worst}; before (`*_before`): "
         "{failed_pct_on_calendar_events_before__worst:.2f} % on events, GPU hours up to "
         "{gpu_hours_before_vs_oracle__worst}x, {failed_in_unannounced_spike_before__worst:,.0f} failed in the spikes; "
@@ -170,10 +167,11 @@ BENCH_ROWS = (
     ),
     Row(
         "capacity_sweep",
-        "`lead_time_minutes` x `forecast_headroom`, {pairs} pairs on every scenario (table in Operate): at worst "
+        "{settings} settings, one knob at a time, on every scenario (table in Operate): at worst "
         "{worst_event_failed_pct} % failed on calendar events; the worst GPU-hour ratio from {lowest_gpu_hours} "
-        "({lowest_pair}) to {highest_gpu_hours} ({highest_pair}); chosen: {chosen_lead_time_minutes} min, "
-        "{chosen_headroom:.1f} (`chosen_*`)",
+        "(`{lowest_setting}`) to {highest_gpu_hours} (`{highest_setting}`); chosen (`chosen_*`): lead "
+        "{chosen_lead_time_minutes} min, headroom {chosen_headroom:.1f}, targets {chosen_invocations_target} "
+        "invocations / {chosen_concurrency_target} concurrent",
         "0",
         _sweep_extremes,
     ),
@@ -218,7 +216,23 @@ def bench_table(results: Path = RESULTS) -> str:
 
 
 #: Every generated README block: its marker name and its renderer.
-BLOCKS: dict[str, Callable[[Path], str]] = {"bench-table": bench_table}
+def _capacity_scenarios(results: Path) -> str:
+    from devtools.readme_capacity import scenario_table  # it builds on this module's loader
+
+    return scenario_table(results)
+
+
+def _capacity_sweep(results: Path) -> str:
+    from devtools.readme_capacity import sweep_table
+
+    return sweep_table(results)
+
+
+BLOCKS: dict[str, Callable[[Path], str]] = {
+    "bench-table": bench_table,
+    "capacity-scenarios": _capacity_scenarios,
+    "capacity-sweep": _capacity_sweep,
+}
 
 
 def rewrite(text: str, results: Path = RESULTS, blocks: Mapping[str, Callable[[Path], str]] = BLOCKS) -> str:

@@ -40,7 +40,7 @@ def test_a_block_without_its_markers_fails() -> None:
 
 def test_check_mode_reports_a_stale_readme_without_writing_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     readme = tmp_path / "README.md"
-    readme.write_text("<!-- bench-table:begin -->\nstale\n<!-- bench-table:end -->\n")
+    readme.write_text("".join(f"<!-- {name}:begin -->\nstale\n<!-- {name}:end -->\n" for name in readme_bench.BLOCKS))
     monkeypatch.setattr(readme_bench, "README", readme)
 
     assert readme_bench.main(["--check"]) == 1

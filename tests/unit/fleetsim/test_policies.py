@@ -32,7 +32,7 @@ def test_the_stack_declares_target_tracking_and_the_reconciler_schedule_the_simu
     specs = stack.target_tracking("manga-chat-prod", "primary")
     assert specs == (
         stack.TargetTrackingSpec(INVOCATIONS, 220.0, 60, 600),
-        stack.TargetTrackingSpec(CONCURRENCY, 24.0, 60, 600),
+        stack.TargetTrackingSpec(CONCURRENCY, 36.0, 60, 600),
     )
     assert stack.prescale_interval_s() == 15 * 60
 
@@ -63,8 +63,9 @@ def test_the_templates_targets_state_the_simulators_request_seconds_and_their_ut
     concurrent = parameters["ConcurrentRequestsPerInstanceTarget"]["Description"]
     assert f"{REQUEST_SECONDS:g} s per request" in concurrent and "REQUEST_SECONDS" in concurrent
     # Little's law: requests in the container = requests/s x seconds there; one GPU at its rate holds 12, and the
-    # target is twice that (a full instance's worth waiting on each).
-    assert by_metric[CONCURRENCY] / REQUEST_SECONDS / setup.variant.capacity_rps_per_instance == pytest.approx(2.0)
+    # target is three times that (a backlog of twice what it serves at once).
+    assert by_metric[CONCURRENCY] / REQUEST_SECONDS / setup.variant.capacity_rps_per_instance == pytest.approx(3.0)
+    assert "36 is 3x that" in concurrent
     # Invocations per minute over one GPU's requests per minute.
     utilisation = by_metric[INVOCATIONS] / 60 / setup.variant.capacity_rps_per_instance
     assert f"{utilisation:.0%}".replace("%", " %") in parameters["InvocationsPerInstanceTarget"]["Description"]

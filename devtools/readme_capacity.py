@@ -1,0 +1,84 @@
+"""The README's capacity tables, generated from ``bench/results/release_day.json`` and ``capacity_sweep.json``
+(registered in :data:`devtools.readme_bench.BLOCKS`, checked by the same test)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from devtools.readme_bench import RESULTS, Figure, load
+
+#: The scenarios of ``fleetsim.scenarios`` in the README's order, with the note a reader needs beside the name.
+SCENARIOS = (
+    ("baseline-0.5x", ""),
+    ("baseline-1x", ""),
+    ("baseline-2x", " (cap 30)"),
+    ("us-pacific-1x", ""),
+    ("event-early-30pct", ""),
+    ("event-small-30pct", ""),
+    ("entry-brings-nothing", ""),
+    ("unannounced-3x", " (3 spikes)"),
+)
+
+
+def _pct(value: Figure) -> str:
+    return f"{round(value, 2):g} %"
+
+
+def scenario_table(results: Path = RESULTS) -> str:
+    """Per scenario: failed on calendar events, GPU hours over the oracle's and degraded minutes, project
+    (reactive), and the replaced policy's ("before")."""
+    r = load("release_day", results)
+    lines = [
+        "| scenario | failed on calendar events, project (reactive) | GPU hours vs oracle, project (reactive) "
+        "| minutes degraded, project (reactive) | before: on events / GPU hours |",
+        "|---|---|---|---|---|",
+    ]
+    for name, note in SCENARIOS:
+
+        def get(metric: str, name: str = name) -> Figure:
+            return r[f"{metric}__{name}"]
+
+        lines.append(
+            f"| {name}{note} "
+            f"| {_pct(get('failed_pct_on_calendar_events_project'))} "
+            f"({_pct(get('failed_pct_on_calendar_events_reactive'))}) "
+            f"| {get('gpu_hours_project_vs_oracle'):.3f} ({get('gpu_hours_reactive_vs_oracle'):.3f}) "
+            f"| {_pct(get('degraded_minutes_pct_project'))} ({_pct(get('degraded_minutes_pct_reactive'))}) "
+            f"| {_pct(get('failed_pct_on_calendar_events_before'))} / {get('gpu_hours_before_vs_oracle'):.3f} |"
+        )
+    spike = "unannounced-3x"
+    failed = {who: r[f"failed_in_unannounced_spike_{who}__{spike}"] for who in ("project", "reactive", "before")}
+    lines += [
+        "",
+        f"In the three unannounced 3x spikes the project failed {failed['project']:,.0f} requests and target "
+        f"tracking alone {failed['reactive']:,.0f} (before: {failed['before']:,.0f}). The first capacity request came "
+        f"{r['spike_to_first_capacity_request_s_project__worst']:.0f} s after the worst spike's start "
+        f"(`spike_to_first_capacity_request_s`), "
+        f"{r['shortfall_to_first_capacity_request_s_project__worst']:.0f} s after the first minute the fleet fell "
+        f"short (`shortfall_to_first_capacity_request_s`). The most scheduled actions kept at once: "
+        f"{r['scheduled_actions_max__worst']:.0f}.",
+    ]
+    return "\n".join(lines)
+
+
+def sweep_table(results: Path = RESULTS) -> str:
+    """The sweep's settings, each with its worst scenario's figures, and what it chose."""
+    r = load("capacity_sweep", results)
+    settings = sorted({key.split("__", 1)[1] for key in r if key.startswith("gpu_hours_vs_oracle__")})
+    lines = [
+        "| setting | GPU hours vs oracle | failed on calendar events | minutes degraded |",
+        "|---|---|---|---|",
+    ]
+    for setting in settings:
+        lines.append(
+            f"| `{setting}` | {r[f'gpu_hours_vs_oracle__{setting}']:.3f} "
+            f"| {_pct(r[f'failed_pct_on_calendar_events__{setting}'])} "
+            f"| {_pct(r[f'degraded_minutes_pct__{setting}'])} |"
+        )
+    lines += [
+        "",
+        f"Chosen (`chosen_*`): `lead_time_minutes` {r['chosen_lead_time_minutes']:.0f}, `forecast_headroom` "
+        f"{r['chosen_headroom']:g}, `InvocationsPerInstanceTarget` {r['chosen_invocations_target']:.0f}, "
+        f"`ConcurrentRequestsPerInstanceTarget` {r['chosen_concurrency_target']:.0f}.",
+    ]
+    return "\n".join(lines)
