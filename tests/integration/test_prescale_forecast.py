@@ -22,7 +22,7 @@ from fleetops.aws.notifier import Notifier
 from fleetops.aws.retry import FAST_RETRY
 from fleetops.aws.switches import KillSwitch
 from fleetops.config import FleetConfig
-from fleetops.metrics import SAGEMAKER_INVOCATIONS, SAGEMAKER_NAMESPACE
+from fleetops.metrics import NAMESPACE, SAGEMAKER_INVOCATIONS, SAGEMAKER_NAMESPACE, MetricName
 from fleetops.prescale.calendar_table import CalendarTable
 from fleetops.prescale.demand_history import DemandHistory
 from fleetops.prescale.reconciler import PrescaleDeps, reconcile
@@ -207,8 +207,8 @@ def test_a_raise_whose_ok_event_never_reached_the_responder_is_released_by_the_a
     for name in (queue, saturation):
         cloudwatch.put_metric_alarm(
             AlarmName=name,
-            Namespace="MangaLLM/Gateway",
-            MetricName="QueueDepth",
+            Namespace=NAMESPACE,
+            MetricName=MetricName.QUEUE_DEPTH,
             Statistic="Average",
             Period=60,
             EvaluationPeriods=1,
