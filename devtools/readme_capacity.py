@@ -24,27 +24,37 @@ def _pct(value: Figure) -> str:
     return f"{round(value, 2):g} %"
 
 
+#: The columns both scenario tables share: project against target tracking alone.
+_SHARED_HEADER = (
+    "| scenario | failed on calendar events, project (reactive) | GPU hours vs oracle, project (reactive) "
+    "| minutes degraded, project (reactive) "
+)
+
+
+def _shared_cells(r: dict[str, Figure], prefix: str, name: str) -> str:
+    """Scenario ``name``'s shared columns, from the keys ``<prefix><metric>__<name>``."""
+
+    def get(metric: str) -> Figure:
+        return r[f"{prefix}{metric}__{name}"]
+
+    return (
+        f"| {_pct(get('failed_pct_on_calendar_events_project'))} "
+        f"({_pct(get('failed_pct_on_calendar_events_reactive'))}) "
+        f"| {get('gpu_hours_project_vs_oracle'):.3f} ({get('gpu_hours_reactive_vs_oracle'):.3f}) "
+        f"| {_pct(get('degraded_minutes_pct_project'))} ({_pct(get('degraded_minutes_pct_reactive'))}) "
+    )
+
+
 def scenario_table(results: Path = RESULTS) -> str:
     """Per scenario: failed on calendar events, GPU hours over the oracle's and degraded minutes, project
     (reactive), and the replaced policy's ("before")."""
     r = load("release_day", results)
-    lines = [
-        "| scenario | failed on calendar events, project (reactive) | GPU hours vs oracle, project (reactive) "
-        "| minutes degraded, project (reactive) | before: on events / GPU hours |",
-        "|---|---|---|---|---|",
-    ]
+    lines = [_SHARED_HEADER + "| before: on events / GPU hours |", "|---|---|---|---|---|"]
     for name, note in SCENARIOS:
-
-        def get(metric: str, name: str = name) -> Figure:
-            return r[f"{metric}__{name}"]
-
         lines.append(
-            f"| {name}{note} "
-            f"| {_pct(get('failed_pct_on_calendar_events_project'))} "
-            f"({_pct(get('failed_pct_on_calendar_events_reactive'))}) "
-            f"| {get('gpu_hours_project_vs_oracle'):.3f} ({get('gpu_hours_reactive_vs_oracle'):.3f}) "
-            f"| {_pct(get('degraded_minutes_pct_project'))} ({_pct(get('degraded_minutes_pct_reactive'))}) "
-            f"| {_pct(get('failed_pct_on_calendar_events_before'))} / {get('gpu_hours_before_vs_oracle'):.3f} |"
+            f"| {name}{note} {_shared_cells(r, '', name)}"
+            f"| {_pct(r[f'failed_pct_on_calendar_events_before__{name}'])} / "
+            f"{r[f'gpu_hours_before_vs_oracle__{name}']:.3f} |"
         )
     spike = "unannounced-3x"
     failed = {who: r[f"failed_in_unannounced_spike_{who}__{spike}"] for who in ("project", "reactive", "before")}
@@ -70,29 +80,17 @@ def unseen_table(r: dict[str, Figure]) -> str:
         "0.15 instead of 0.08; `growth12`: +12 %/week; `weekend15`: weekends 1.5x; `night03`: a night at 0.3 of "
         "the humps' floor):",
         "",
-        "| scenario | failed on calendar events, project (reactive) | GPU hours vs oracle, project (reactive) "
-        "| minutes degraded, project (reactive) | failed in spikes, project (reactive) |",
+        _SHARED_HEADER + "| failed in spikes, project (reactive) |",
         "|---|---|---|---|---|",
     ]
     for name in names:
-
-        def get(metric: str, name: str = name) -> Figure:
-            return r[f"unseen_{metric}__{name}"]
-
         spikes = "—"
         if f"unseen_failed_in_unannounced_spike_project__{name}" in r:
             spikes = (
-                f"{get('failed_in_unannounced_spike_project'):,.0f} "
-                f"({get('failed_in_unannounced_spike_reactive'):,.0f})"
+                f"{r[f'unseen_failed_in_unannounced_spike_project__{name}']:,.0f} "
+                f"({r[f'unseen_failed_in_unannounced_spike_reactive__{name}']:,.0f})"
             )
-        lines.append(
-            f"| {name} "
-            f"| {_pct(get('failed_pct_on_calendar_events_project'))} "
-            f"({_pct(get('failed_pct_on_calendar_events_reactive'))}) "
-            f"| {get('gpu_hours_project_vs_oracle'):.3f} ({get('gpu_hours_reactive_vs_oracle'):.3f}) "
-            f"| {_pct(get('degraded_minutes_pct_project'))} ({_pct(get('degraded_minutes_pct_reactive'))}) "
-            f"| {spikes} |"
-        )
+        lines.append(f"| {name} {_shared_cells(r, 'unseen_', name)}| {spikes} |")
     return "\n".join(lines)
 
 
