@@ -49,8 +49,9 @@ def dependencies() -> CanaryMetrics:
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     parsed = Event.model_validate(event)
     source = dependencies()
-    canary = source.variant_stats(parsed.endpoint_name, parsed.canary_variant_name, parsed.window_start, parsed.now)
-    baseline = source.variant_stats(parsed.endpoint_name, parsed.baseline_variant_name, parsed.window_start, parsed.now)
+    canary, baseline = source.window(
+        parsed.endpoint_name, parsed.canary_variant_name, parsed.baseline_variant_name, parsed.window_start, parsed.now
+    )
     result = analyse(canary, baseline, checks.with_overrides(parsed.thresholds))
     logger.info("canary analysed", extra={"verdict": result.verdict, "summary": result.summary})
     return result.model_dump(mode="json")

@@ -81,3 +81,11 @@ class CanaryMetrics:
             kwargs["NextToken"] = page["NextToken"]
         values = {s.key: combine(s.statistic, found[f"q{i}"]) for i, s in enumerate(self._series)}
         return VariantStats(variant_name=variant_name, values=values)
+
+    def window(
+        self, endpoint_name: str, canary_variant: str, baseline_variant: str, start: datetime, end: datetime
+    ) -> tuple[VariantStats, VariantStats]:
+        """The canary's and the baseline's numbers over the same window, as the analysis compares them."""
+        canary = self.variant_stats(endpoint_name, canary_variant, start, end)
+        baseline = self.variant_stats(endpoint_name, baseline_variant, start, end)
+        return canary, baseline
