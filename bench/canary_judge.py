@@ -12,7 +12,8 @@ Traffic: the prod endpoint's ``baseline_rps`` in ``fleet.yaml`` (Poisson per min
 minute's requests drawn at its weight. Shape (:class:`Shape`): TTFT lognormal (median 170 ms, sigma 0.45) with a
 3 % slow tail (long prompts, queueing) a further lognormal x2.5 (sigma 0.4) slower; answer latency is the TTFT
 plus 15 ms per output token, tokens lognormal (median 120, sigma 0.6, at most 512; p95 about 5 s, the
-latency SLO's baseline); both variants share a per-minute drift (AR(1) on the log, phi 0.8, sd 0.1: load, noisy neighbours); 0.2 % of requests are errors
+latency SLO's baseline); both variants share a per-minute drift (AR(1) on the log, phi 0.8, sd 0.1: load,
+noisy neighbours); 0.2 % of requests are errors
 (no latency recorded). A regression multiplies the canary's TTFTs (every percentile by the same factor) or
 its error probability.
 
@@ -157,10 +158,8 @@ class ReplayedCloudWatch:
 
 
 def _statistic(metric: str, stat: str, minutes: list[Minute]) -> float | None:
-    if metric == "Requests" and stat == "Sum":
-        return float(sum(m.requests for m in minutes))
-    if metric == "RequestErrors" and stat == "Sum":
-        return float(sum(m.errors for m in minutes))
+    if stat == "Sum" and metric in ("Requests", "RequestErrors"):
+        return float(sum(m.requests if metric == "Requests" else m.errors for m in minutes))
     if metric not in ("TimeToFirstTokenMs", "RequestLatencyMs"):
         return None  # OOMs, breaker trips, restarts: none replayed, so no datapoints
     values = np.concatenate([m.ttft if metric == "TimeToFirstTokenMs" else m.latency for m in minutes])
@@ -258,7 +257,9 @@ def run(aa: int = AA_ROLLOUTS, ab: int = AB_ROLLOUTS, table_seeds: int = TABLE_S
         runs = [rollout(10_000 + seed, rps, checks, factors) for seed in range(ab)]
         results[f"minutes_to_detect_{name}_at_5pct_weight"] = _median_minutes(runs)
         results[f"detected_rate__{name}"] = round(sum(r.rolled_back for r in runs) / ab, 4)
-        results[f"detected_at_5pct_step_rate__{name}"] = round(sum(r.rolled_back and r.weight == 5 for r in runs) / ab, 4)
+        results[f"detected_at_5pct_step_rate__{name}"] = round(
+            sum(r.rolled_back and r.weight == 5 for r in runs) / ab, 4
+        )
 
     results["table_seeds"] = table_seeds
     for weight in WEIGHTS:

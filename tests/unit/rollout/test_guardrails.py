@@ -127,8 +127,8 @@ def test_a_request_may_bake_longer_up_to_the_limit() -> None:
         ({"max_error_rate": 0.01}, "error-rate", "0.005", "0.01"),
         ({"max_ttft_p95_ms": 800}, "ttft-slo", "500", "800"),
         ({"max_latency_p95_ms": 20000}, "latency-slo", "10000", "20000"),
-        ({"max_error_rate_increase": 0.05}, "error-rate-increase", "0.01", "0.05"),
-        ({"max_latency_regression": 1.0}, "p95-latency", "0.2", "1.0"),
+        ({"max_error_rate_increase": 0.05}, "error-rate-increase", "0.001", "0.05"),
+        ({"max_latency_regression": 1.0}, "p95-latency", "0.05", "1.0"),
         ({"max_oom": 3}, "oom", "0", "3"),
     ],
 )

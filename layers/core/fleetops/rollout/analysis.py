@@ -7,6 +7,12 @@ canary alone (its SLOs) and limits relative to the baseline. No data never passe
 a relative check whose baseline has no value is judged against the absolute gate on its series instead.
 Otherwise any failed check fails it. Every check gives one line of the result, judged or not, so the
 analysis shows what it looked at, and each reason names its gate.
+
+A check on a rate (errors over requests) or on a percentile against the baseline's fails only when its point
+value is over the limit and the request counts behind it make chance an unlikely cause (``p_value`` below
+:data:`fleetops.rollout.significance.ALPHA`; :mod:`fleetops.rollout.significance` says which test). A
+percentile's counts are the requests at or below multiples of the baseline's value (:func:`tail_series`, read in
+a second query); without them the point values alone judge, as they always did.
 """
 
 from __future__ import annotations
@@ -17,6 +23,14 @@ from pydantic import Field
 
 from fleetops.metrics import unit_of
 from fleetops.rollout.checks import CanaryCheck, CanaryChecks, Gate, Series
+from fleetops.rollout.significance import (
+    ALPHA,
+    BOUNDS,
+    bins,
+    excess_p_value,
+    rate_above_p_value,
+    slower_p_value,
+)
 from fleetops.validation import StrictModel
 
 Verdict = Literal["pass", "fail", "inconclusive"]
@@ -55,6 +69,9 @@ class CheckResult(StrictModel):
     limit: float
     reason: str | None = None
     judged_by: str | None = None
+    #: How likely chance alone gives a canary this much worse (the test of :mod:`fleetops.rollout.significance`);
+    #: None where no test applies (a count, or a percentile against a fixed limit) or its counts were not read.
+    p_value: float | None = None
 
 
 class Analysis(StrictModel):
@@ -104,9 +121,9 @@ def judge(
     if c is None:  # a percentile without datapoints: nothing to judge, so never a pass
         return _unless(line, True, "inconclusive", f"{NO_DATA}: no {check.label} on the canary in the bake window")
     if check.compare == "maximum":
-        return _unless(line, c > check.limit, "fail", _above(check, c, check.limit))
+        return _over_maximum(line, check, c, canary, check.limit)
     if b is None or (check.compare == "baseline_regression" and b <= 0):
-        return _without_baseline(line, check, c, checks)
+        return _without_baseline(line, check, c, canary, checks)
     c_text, b_text, limit = show(check, c), show(check, b), check.limit
     if check.compare == "baseline_increase":
         failed = c > b + limit
@@ -114,7 +131,69 @@ def judge(
     else:  # baseline_regression: the limit is a fraction of the baseline
         failed = c > b * (1 + limit)
         text = f"{check.label} {c_text} is {c / b - 1:.0%} above baseline {b_text} (max {limit:.0%})"
+    p = _relative_p_value(check, canary, baseline, b) if failed else None
+    if p is not None:
+        line = line.model_copy(update={"p_value": p})
+        failed = p < ALPHA
     return _unless(line, failed, "fail", f"{GATE_NAME['relative']}: {text}")
+
+
+def tail_series(checks: CanaryChecks, baseline: VariantStats) -> tuple[Series, ...]:
+    """What a percentile check against the baseline needs besides its percentiles, for both variants: the values'
+    count and the share at or below each multiple of :data:`BOUNDS` of the baseline's value (CloudWatch's
+    percentile rank, ``PR(:bound)``). Empty where the baseline has no value (nothing to compare with).
+
+    Examples
+    --------
+    >>> from fleetops.rollout.checks import load_canary_checks
+    >>> baseline = VariantStats(variant_name="p", values={"TimeToFirstTokenMs:p95": 400.0})
+    >>> [s.key for s in tail_series(load_canary_checks(), baseline)][:3]
+    ['TimeToFirstTokenMs:SampleCount', 'TimeToFirstTokenMs:PR(:120)', 'TimeToFirstTokenMs:PR(:160)']
+    """
+    found: dict[Series, None] = {}
+    for check in checks.checks.values():
+        value_b = baseline.values.get(Series(check.metric, check.statistic).key)
+        if check.compare != "baseline_regression" or check.divided_by is not None or not value_b:
+            continue
+        found[Series(check.metric, "SampleCount")] = None
+        found.update({Series(check.metric, _rank(value_b * bound)): None for bound in BOUNDS})
+    return tuple(found)
+
+
+def _rank(bound: float) -> str:
+    return f"PR(:{bound:.6g})"
+
+
+def _relative_p_value(check: CanaryCheck, canary: VariantStats, baseline: VariantStats, b: float) -> float | None:
+    if check.divided_by is not None and check.statistic == "Sum":
+        counts = [v.of(Series(m, "Sum")) for v in (canary, baseline) for m in (check.metric, check.divided_by)]
+        k_c, n_c, k_b, n_b = (round(x or 0.0) for x in counts)
+        return excess_p_value(k_c, n_c, k_b, n_b)
+    if check.divided_by is not None:
+        return None
+    ranks = [_rank(b * bound) for bound in BOUNDS]
+    per_variant = []
+    for stats in (canary, baseline):
+        count = stats.values.get(Series(check.metric, "SampleCount").key)
+        shares = [stats.values.get(Series(check.metric, r).key) for r in ranks]
+        if not count or any(share is None for share in shares):
+            return None  # not read: the point values judge alone
+        per_variant.append(bins([round(count * (share or 0.0) / 100) for share in shares], count))
+    (canary_bins, baseline_bins), at = per_variant, BOUNDS.index(1.0) + 1
+    above_c, above_b = sum(canary_bins[at:]), sum(baseline_bins[at:])
+    tail = excess_p_value(int(above_c), int(sum(canary_bins)), int(above_b), int(sum(baseline_bins)))
+    return min(1.0, 2 * min(slower_p_value(canary_bins, baseline_bins), tail))
+
+
+def _over_maximum(line: CheckResult, check: CanaryCheck, c: float, canary: VariantStats, limit: float) -> CheckResult:
+    """An absolute gate: a rate over its limit fails only when its counts make chance unlikely; the rest, over."""
+    reason = _above(check, c, limit)
+    if c <= limit or check.divided_by is None or check.statistic != "Sum":
+        return _unless(line, c > limit, "fail", reason)
+    events, trials = (round(canary.of(Series(m, "Sum")) or 0.0) for m in (check.metric, check.divided_by))
+    p = rate_above_p_value(events, trials, limit)
+    line = line.model_copy(update={"p_value": p})
+    return _unless(line, p < ALPHA, "fail", reason)
 
 
 def _unless(line: CheckResult, failed: bool, outcome: Outcome, reason: str) -> CheckResult:
@@ -126,7 +205,9 @@ def _above(check: CanaryCheck, c: float, limit: float) -> str:
     return f"{GATE_NAME['absolute']}: {check.label} {show(check, c)} above {show(check, limit)}"
 
 
-def _without_baseline(line: CheckResult, check: CanaryCheck, c: float, checks: CanaryChecks) -> CheckResult:
+def _without_baseline(
+    line: CheckResult, check: CanaryCheck, c: float, canary: VariantStats, checks: CanaryChecks
+) -> CheckResult:
     """A relative check with nothing to compare with: the tightest absolute gate on its series judges the canary.
 
     A failure reads as that gate's own reason, so the verdict lists it once.
@@ -137,7 +218,7 @@ def _without_baseline(line: CheckResult, check: CanaryCheck, c: float, checks: C
         return _unless(line, True, "inconclusive", reason)
     gate = checks.checks[gates[0]]
     judged = line.model_copy(update={"gate": "absolute", "limit": gate.limit, "judged_by": gates[0]})
-    return _unless(judged, c > gate.limit, "fail", _above(gate, c, gate.limit))
+    return _over_maximum(judged, gate, c, canary, gate.limit)
 
 
 def analyse(canary: VariantStats, baseline: VariantStats, checks: CanaryChecks) -> Analysis:
@@ -155,7 +236,7 @@ def analyse(canary: VariantStats, baseline: VariantStats, checks: CanaryChecks) 
     >>> for reason in analyse(stats("c", 100, 9), stats("p", 900, 9), checks).reasons:
     ...     print(reason)
     absolute SLO: error rate 9.00% above 0.50%
-    relative to baseline: error rate 9.00% vs baseline 1.00% (max increase 1.00%)
+    relative to baseline: error rate 9.00% vs baseline 1.00% (max increase 0.10%)
     >>> analyse(stats("c", 100, 0, ttft=None), stats("p", 900, 0), checks).reasons
     ('no canary data: no p95 TTFT on the canary in the bake window',)
     """

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleetops.aws import clients
 from fleetops.metrics import NAMESPACE, Dimension
-from fleetops.rollout.analysis import VariantStats
+from fleetops.rollout.analysis import VariantStats, tail_series
 from fleetops.rollout.checks import ADDITIVE, CanaryChecks, Series
 
 if TYPE_CHECKING:
@@ -63,13 +63,23 @@ def combine(statistic: str, found: Sequence[float]) -> float | None:
 
 class CanaryMetrics:
     def __init__(self, checks: CanaryChecks, client: CloudWatchClient | None = None) -> None:
+        self._checks = checks
         self._series = checks.series()
         self._client = client or clients.client("cloudwatch")
 
-    def variant_stats(self, endpoint_name: str, variant_name: str, start: datetime, end: datetime) -> VariantStats:
-        """One GetMetricData call for every series of the variant over ``[start, end)`` as one period."""
+    def variant_stats(
+        self,
+        endpoint_name: str,
+        variant_name: str,
+        start: datetime,
+        end: datetime,
+        series: Sequence[Series] | None = None,
+    ) -> VariantStats:
+        """One GetMetricData call for every series of the variant (the checks' unless given) over ``[start, end)``
+        as one period."""
         period = max(60, math.ceil((end - start).total_seconds() / 60) * 60)
-        queries: list[Any] = metric_data_queries(self._series, endpoint_name, variant_name, period)
+        series = self._series if series is None else tuple(series)
+        queries: list[Any] = metric_data_queries(series, endpoint_name, variant_name, period)
         found: dict[str, list[float]] = {q["Id"]: [] for q in queries}
         kwargs: dict[str, Any] = {"MetricDataQueries": queries, "StartTime": start, "EndTime": end}
         while True:
@@ -79,13 +89,24 @@ class CanaryMetrics:
             if not page.get("NextToken"):
                 break
             kwargs["NextToken"] = page["NextToken"]
-        values = {s.key: combine(s.statistic, found[f"q{i}"]) for i, s in enumerate(self._series)}
+        values = {s.key: combine(s.statistic, found[f"q{i}"]) for i, s in enumerate(series)}
         return VariantStats(variant_name=variant_name, values=values)
 
     def window(
         self, endpoint_name: str, canary_variant: str, baseline_variant: str, start: datetime, end: datetime
     ) -> tuple[VariantStats, VariantStats]:
-        """The canary's and the baseline's numbers over the same window, as the analysis compares them."""
+        """The canary's and the baseline's numbers over the same window, as the analysis compares them.
+
+        The checks' series first; then, where a percentile is compared with the baseline's, both variants' counts
+        at or below multiples of the baseline's value (:func:`fleetops.rollout.analysis.tail_series`), which the
+        analysis tests for a slower canary.
+        """
         canary = self.variant_stats(endpoint_name, canary_variant, start, end)
         baseline = self.variant_stats(endpoint_name, baseline_variant, start, end)
-        return canary, baseline
+        tails = tail_series(self._checks, baseline)
+        if not tails:
+            return canary, baseline
+        more = [self.variant_stats(endpoint_name, v.variant_name, start, end, tails) for v in (canary, baseline)]
+        return tuple(  # type: ignore[return-value]
+            v.model_copy(update={"values": v.values | m.values}) for v, m in zip((canary, baseline), more, strict=True)
+        )
