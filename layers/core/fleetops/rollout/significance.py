@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import pairwise
 
 #: The one-sided false-alarm rate of each test: about 1 % for a whole rollout, which makes at most 20 such tests
 #: (five steps; at each, the error-rate SLO and three checks against the baseline), Bonferroni.
@@ -123,4 +124,4 @@ def bins(below: Sequence[float], count: float) -> list[float]:
     [2.0, 3, 0.0, 4]
     """
     edges = [0.0, *below, count]
-    return [max(0.0, hi - lo) for lo, hi in zip(edges, edges[1:], strict=False)]
+    return [max(0.0, hi - lo) for lo, hi in pairwise(edges)]
