@@ -7,8 +7,11 @@ cached, so a long conversation costs one tokenization per new message, not per r
 
 from __future__ import annotations
 
+import hashlib
 import json
-from functools import lru_cache
+import sys
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +20,64 @@ from tokenizers import Tokenizer
 
 Message = dict[str, str]
 
-#: Longer messages are counted each time, not cached: the cache keeps its keys, and a client sending
-#: distinct near-1-MiB messages would otherwise grow it by a MiB per request, up to ``cache_size`` of them.
-CACHED_MESSAGE_CHARS = 16384
+#: Bytes of a cache key's digest. The cache keeps a digest of each message, never its text: a text key
+#: would pin whatever clients send (a non-ASCII character costs Python 4 bytes), a digest costs the same
+#: few dozen bytes for a one-word message and a 1 MiB one.
+DIGEST_BYTES = 16
+
+
+class MessageCountCache:
+    """A bounded, thread-safe LRU of per-message token counts, keyed by a digest of role and content.
+
+    Its size is bounded by entries alone, since every entry costs the same (a ``DIGEST_BYTES`` key and a
+    small int): :attr:`nbytes` is its own accounting of what the keys and values hold.
+
+    Examples
+    --------
+    >>> cache = MessageCountCache(2)
+    >>> cache.put(cache.key("user", "a"), 1); cache.put(cache.key("user", "b"), 2)
+    >>> cache.get(cache.key("user", "a")), cache.get(cache.key("assistant", "a"))
+    (1, None)
+    >>> cache.put(cache.key("user", "c" * 1_000_000), 3)  # "b" was the least recently used
+    >>> len(cache), cache.get(cache.key("user", "b")), cache.nbytes < 200
+    (2, None, True)
+    """
+
+    def __init__(self, entries: int) -> None:
+        self.entries = entries
+        self._items: OrderedDict[bytes, int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(role: str, content: str) -> bytes:
+        """The digest of one message; ``surrogatepass`` because JSON may carry lone surrogates."""
+        digest = hashlib.blake2b(role.encode(), digest_size=DIGEST_BYTES)
+        digest.update(b"\x00")  # roles never hold NUL, so role and content cannot run into each other
+        digest.update(content.encode("utf-8", "surrogatepass"))
+        return digest.digest()
+
+    def get(self, key: bytes) -> int | None:
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key: bytes, value: int) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.entries:
+                self._items.popitem(last=False)
+
+    @property
+    def nbytes(self) -> int:
+        """What the keys and values hold (``sys.getsizeof``; the dict's own table comes on top)."""
+        with self._lock:
+            return sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in self._items.items())
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 class TokenizerError(ValueError):
@@ -78,7 +136,7 @@ class TokenCounter:
         env.globals["raise_exception"] = _raise
         self._template = env.from_string(template)
         self._specials = {k: _token_text(config.get(k)) for k in ("bos_token", "eos_token", "unk_token", "pad_token")}
-        self._message_tokens = lru_cache(maxsize=cache_size)(self._count_one)
+        self.cache = MessageCountCache(cache_size)
         self._empty = self.count_exact([], add_generation_prompt=False)
         self._generation_prompt = self.count_exact([], add_generation_prompt=True) - self._empty
         probe = [
@@ -109,10 +167,13 @@ class TokenCounter:
         return self.count_text(self.render(messages, add_generation_prompt))
 
     def message(self, role: str, content: str) -> int:
-        """Tokens one message adds to a prompt (cached, unless it is long)."""
-        if len(content) > CACHED_MESSAGE_CHARS:
-            return self._count_one(role, content)
-        return self._message_tokens(role, content)
+        """Tokens one message adds to a prompt (cached by a digest of the message)."""
+        key = self.cache.key(role, content)
+        tokens = self.cache.get(key)
+        if tokens is None:
+            tokens = self._count_one(role, content)
+            self.cache.put(key, tokens)
+        return tokens
 
     def count(self, messages: list[Message], add_generation_prompt: bool = True) -> int:
         """Tokens of a prompt: cached per-message sums when the template allows, else exact."""

@@ -12,7 +12,6 @@ from gateway.config import GatewayConfig, RequestLimits
 from gateway.errors import ErrorCode, GatewayError
 from gateway.prompt import PromptBuilder
 from gateway.protocol import REFUSED_FIELDS, SAMPLING_FIELDS, check_limits, parse_invocation
-from gateway.tokens import CACHED_MESSAGE_CHARS, TokenCounter
 
 QUESTION = [{"role": "user", "content": "which volume is next?"}]
 
@@ -179,15 +178,3 @@ def test_the_engine_gets_the_budgets_max_tokens_and_never_max_completion_tokens(
     assert sent["max_tokens"] == 32
     assert "max_completion_tokens" not in sent
     assert set(sent) == {"temperature", "model", "messages", "max_tokens", "stream"}
-
-
-def test_long_messages_are_counted_but_not_kept_in_the_cache(counter: TokenCounter) -> None:
-    before = counter._message_tokens.cache_info().currsize
-    long_text = "ships next week " * (CACHED_MESSAGE_CHARS // 8)
-
-    tokens = counter.message("user", long_text)
-    counter.message("user", "a short one")
-
-    empty = counter.count_exact([], add_generation_prompt=False)
-    assert tokens == counter.count_exact([{"role": "user", "content": long_text}], False) - empty
-    assert counter._message_tokens.cache_info().currsize == before + 1  # only the short message
