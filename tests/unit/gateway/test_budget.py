@@ -9,7 +9,7 @@ import pytest
 
 from gateway.config import BudgetConfig, GatewayConfig
 from gateway.errors import GatewayError
-from gateway.prompt import CHUNK_SEPARATOR, MARKER, PromptBuilder, SlotText
+from gateway.prompt import CHUNK_SEPARATOR, MARKER, SUMMARY_FRAME, SUMMARY_ROLE, PromptBuilder, SlotText
 from gateway.protocol import InvocationRequest
 from gateway.tokens import TokenCounter
 
@@ -125,14 +125,15 @@ def test_the_summary_takes_the_markers_place_bounded_to_its_category(small: Prom
     long_summary = words(random.Random(8), 400)
     built = small.assemble(draft, SlotText(long_summary, "model"))
     slot = built.messages[1]
-    assert slot["role"] == "system"
-    assert slot["content"].startswith(f"[{draft.dropped_turns} earlier turns omitted]\nSummary: ")
-    assert small.counter.message("system", slot["content"]) <= small.budget.summary_tokens
+    assert slot["role"] == SUMMARY_ROLE == "user"  # quoted context, never the operator's system role
+    assert slot["content"].startswith(f'[{draft.dropped_turns} earlier turns omitted]\n{SUMMARY_FRAME}"')
+    assert slot["content"].endswith('"')
+    assert small.counter.message(SUMMARY_ROLE, slot["content"]) <= small.budget.summary_tokens
     assert built.messages[0]["content"] == small.system_prompt.text
     assert built.history == {"dropped_turns": draft.dropped_turns, "summarized": True, "summary": "model"}
     assert built.history_header == f"summarized;turns={draft.dropped_turns};by=model"
     marker = small.assemble(draft, None)
-    assert marker.messages[1]["content"] == f"[{draft.dropped_turns} earlier turns omitted]"
+    assert marker.messages[1] == {"role": "system", "content": f"[{draft.dropped_turns} earlier turns omitted]"}
     assert (marker.summary, marker.history_header) == (MARKER, f"trimmed;turns={draft.dropped_turns}")
     assert marker.messages[2:] == built.messages[2:]
 

@@ -9,9 +9,10 @@ import pytest
 
 from gateway.config import GatewayConfig
 from gateway.errors import GatewayError
-from gateway.prompt import PromptBuilder, split_turns, window_start
+from gateway.prompt import PromptBuilder, split_turns
 from gateway.protocol import ChatMessage, InvocationRequest
 from gateway.tokens import TokenCounter
+from gateway.window import window_start
 
 WORDS = ["manga", "volume", "chapter", "release", "order", "shipping", "漫画", "最新刊", "予約", "the", "of"]
 
