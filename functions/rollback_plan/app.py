@@ -18,6 +18,7 @@ from aws_lambda_powertools import Logger, Tracer
 from pydantic import BaseModel
 
 from fleetops.aws import clients
+from fleetops.aws.executions import Executions
 from fleetops.aws.lease import EndpointLease
 from fleetops.aws.sagemaker_endpoint import read_endpoint
 from fleetops.config import load_fleet_config
@@ -50,11 +51,12 @@ class Event(BaseModel):
 
 @dataclass(frozen=True)
 class Readers:
-    """What plan_rollback reads from AWS; no lease table, no lease to read."""
+    """What plan_rollback reads from AWS (no lease table: no lease to read), and how another rollback is doing."""
 
     endpoint: Callable[[str], EndpointSnapshot]
     pointer: Callable[[str], Pointer | None]
     lease: Callable[[str], LeaseInfo | None] | None
+    execution_status: Callable[[str], str]
 
 
 # A wrong environment or fleet.yaml fails the cold start with a clear message, before any event.
@@ -70,6 +72,7 @@ def dependencies() -> Readers:
         endpoint=partial(read_endpoint, client=clients.client("sagemaker")),
         pointer=ModelPointerStore().get,
         lease=lease.current if lease else None,
+        execution_status=Executions().status,
     )
 
 
@@ -81,7 +84,14 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     check_managed(request.endpoint_name, managed, settings.environment_name)
     deps = dependencies()
     step = plan_rollback(
-        request, parsed.now, deps.endpoint, deps.pointer, settings.model_pointer_prefix, deps.lease, parsed.execution_id
+        request,
+        parsed.now,
+        deps.endpoint,
+        deps.pointer,
+        settings.model_pointer_prefix,
+        deps.lease,
+        parsed.execution_id,
+        deps.execution_status,
     )
     logger.info(
         "rollback step",

@@ -15,6 +15,8 @@ import boto3
 import pytest
 
 from devtools import rollout_workflow as wf
+from devtools.emulator_extensions import sagemaker as emulated_sagemaker
+from devtools.lambda_dispatch import load_handler_module
 from fleetops.aws.audit_table import AuditTable
 from fleetops.aws.lease import EndpointLease
 from tests.integration.workflows.conftest import HEALTHY, rollout_request
@@ -292,3 +294,102 @@ def test_an_endpoint_fleet_yaml_does_not_list_is_refused_by_name(rollout: wf.Rol
 
     assert (result["status"], result["error"]) == ("FAILED", "RollbackInputError"), result
     assert "'someone-elses-endpoint' is not managed by this stack" in result["cause"], result["cause"]
+
+
+def lease_row(workflow: wf.RolloutWorkflow) -> dict[str, Any] | None:
+    key = {"endpoint_name": {"S": wf.ENDPOINT}}
+    return boto3.client("dynamodb").get_item(TableName=workflow.lease_table, Key=key).get("Item")
+
+
+def test_a_failed_rollback_gives_its_lease_back_so_the_next_alarm_takes_over(rollout: wf.RolloutWorkflow) -> None:
+    """The on-call is paged "Rollback FAILED", and the next alarm's rollback is not turned away for the lease's
+    lifetime: the failed execution deleted the lease row it had taken (conditioned on its holder and execution)."""
+    pointer = live_pointer() | {"endpoint_config_name": "manga-chat-v6-config-deleted"}
+    boto3.client("ssm").put_parameter(Name=POINTER, Value=json.dumps(pointer), Type="String", Overwrite=True)
+    mid_rollout()  # RestoreConfig will fail: the config the pointer names does not exist
+
+    result = wf.wait(wf.start(rollout.rollback_arn, rollback_input(), name="ops-9"), timeout_s=90)
+
+    assert result["status"] == "FAILED", result
+    history = wf.state_history(result["executionArn"])
+    assert history.index("HoldLease") < history.index("RestoreConfig") < history.index("GiveLeaseBack"), history
+    assert lease_row(rollout) is None, lease_row(rollout)
+    [note] = wf.notifications(rollout, wait_s=2)
+    assert note["Subject"] == "Rollback FAILED: operator action needed"
+    assert "gave its endpoint lease back" in note["Message"], note["Message"]
+
+
+def test_a_rollback_takes_over_from_one_that_ended_without_giving_its_lease_back(rollout: wf.RolloutWorkflow) -> None:
+    """A rollback whose execution was stopped or timed out left its lease row behind. The next alarm's rollback
+    asks Step Functions about that execution (DescribeExecution), finds it ended and finishes the job: the canary
+    loses its traffic now, instead of the alarm ending "AlreadyRollingBack" while the canary keeps serving."""
+    live_pointer()
+    mid_rollout()
+    dead = wf.wait(wf.start(rollout.rollback_arn, rollback_input(endpoint_name="not-ours"), name="oom-canary-1"))
+    assert dead["status"] == "FAILED", dead
+    expires = int(time.time()) + 3600
+    boto3.client("dynamodb").put_item(
+        TableName=rollout.lease_table,
+        Item={
+            "endpoint_name": {"S": wf.ENDPOINT},
+            "holder": {"S": "rollback/oom-canary-1"},
+            "execution_arn": {"S": dead["executionArn"]},
+            "expires_at": {"N": str(expires)},
+            "return_config": {"S": OLD_CONFIG},
+            "restore_pointer": {"S": ""},
+            "fence": {"N": "1"},
+        },
+    )
+    second = {**RESPONDER_ROLLBACK, "rollback_id": "breaker-canary-2"}
+
+    result = wf.wait(wf.start(rollout.rollback_arn, second, name="breaker-canary-2"), timeout_s=60)
+
+    assert result["status"] == "SUCCEEDED", result
+    history = wf.state_history(result["executionArn"])
+    assert "AlreadyRollingBack" not in history and "ZeroCanary" in history and "RestoreConfig" in history, history
+    assert wait_in_service()["EndpointConfigName"] == OLD_CONFIG
+    assert lease_row(rollout) is None
+
+
+def test_a_rollback_waits_out_an_autoscaling_update_that_starts_just_after_it_looked(
+    rollout: wf.RolloutWorkflow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inspect saw the endpoint InService; an autoscaling change then puts it in Updating for longer than
+    ZeroCanary's retries. SageMaker's "Cannot update in-progress endpoint" is a reason to wait and look again:
+    the rollback succeeds and the canary ends with no traffic, instead of a Failed rollback with the canary
+    still serving.
+
+    Test double of timing only: the autoscaling change is started from a wrapper around the real planner, at the
+    moment it first answers ``zero_canary`` (a race a test cannot otherwise hit on purpose).
+    """
+    live_pointer()
+    mid_rollout()
+    module = load_handler_module("rollback_plan")
+    real = module.plan_rollback
+    started: list[bool] = []
+
+    def planner_then_autoscaling(*args: Any, **kwargs: Any) -> Any:
+        step = real(*args, **kwargs)
+        if step.action == "zero_canary" and not started:
+            started.append(True)
+            monkeypatch.setattr(emulated_sagemaker.behaviour, "update_seconds", 16.0)
+            boto3.client("sagemaker").update_endpoint_weights_and_capacities(
+                EndpointName=wf.ENDPOINT,
+                DesiredWeightsAndCapacities=[{"VariantName": wf.PRIMARY, "DesiredInstanceCount": 3}],
+            )
+            monkeypatch.setattr(emulated_sagemaker.behaviour, "update_seconds", 0.5)
+        return step
+
+    monkeypatch.setattr(module, "plan_rollback", planner_then_autoscaling)
+    patient = rollback_input(in_service={"first_wait_seconds": 1, "max_wait_seconds": 2, "timeout_seconds": 60})
+
+    result = wf.wait(wf.start(rollout.rollback_arn, patient, name="ops-10"), timeout_s=120)
+
+    assert started and result["status"] == "SUCCEEDED", result
+    history = wf.state_history(result["executionArn"])
+    assert "EndpointBusy?" in history and "WaitForEndpoint" in history, history
+    assert history.count("ZeroCanary") == 2, history  # refused while Updating, then done
+    described = wait_in_service()
+    assert described["EndpointConfigName"] == OLD_CONFIG
+    assert [v["VariantName"] for v in described["ProductionVariants"]] == [wf.PRIMARY]
+    assert lease_row(rollout) is None

@@ -120,3 +120,21 @@ def test_abort_only_never_undoes_a_promotion() -> None:
     assert resolve_target(again, promoted, "new") == ("new", None)
     settled = endpoint("new", variant("primary", 1))
     assert next_step(again, settled, "new", None, NOW).action == "finish"
+
+
+def test_another_rollback_is_joined_only_while_its_execution_runs() -> None:
+    """The on-call's second alarm joins a rollback at work, but takes over from one that has ended: the dead one's
+    lease would otherwise turn every rollback away while the canary keeps serving."""
+    theirs = LeaseInfo("manga-chat", "rollback/oom-1", 2_000_000_000, "arn:exec:oom-1", OLD, "")
+    mid = endpoint("new", variant("primary", 75), variant("canary", 25))
+
+    def rollback_with(status: str) -> RollbackStep:
+        return plan_rollback(REQUEST, NOW, lambda _: mid, lambda _: None, "/p", lambda _: theirs, "arn:exec:mine",
+                             lambda arn: status if arn == "arn:exec:oom-1" else "MISSING")  # fmt: skip
+
+    assert rollback_with("RUNNING").action == "join"
+    taken = rollback_with("FAILED")
+    assert taken.action == "zero_canary" and taken.target_endpoint_config_name == OLD
+    assert (taken.takeover_holder, taken.takeover_execution_arn) == ("rollback/oom-1", "arn:exec:oom-1")
+    assert taken.stop_execution_arn is None  # nothing to stop: it has ended
+    assert "takes over rollback/oom-1's lease (its execution FAILED)" in taken.note

@@ -197,6 +197,8 @@ def rollout_to_abort(holder: str, lease: LeaseInfo | None, now: datetime) -> Lea
 def rollback_in_progress(holder: str, lease: LeaseInfo | None, now: datetime) -> LeaseInfo | None:
     """The live lease of another rollback of this endpoint, which this one joins instead of competing with.
 
+    Joined only while that rollback still runs (:func:`dead_rollback`, checked by :func:`plan_rollback`).
+
     Examples
     --------
     >>> from fleetops.endpoint import LeaseInfo
@@ -211,6 +213,28 @@ def rollback_in_progress(holder: str, lease: LeaseInfo | None, now: datetime) ->
     return lease if lease.holder.startswith(ROLLBACK_LEASE_PREFIX) and lease.holder != holder else None
 
 
+def dead_rollback(lease: LeaseInfo, execution_status: Callable[[str], str] | None) -> str | None:
+    """How the rollback that holds ``lease`` ended (``FAILED``, ``ABORTED``, ...), or ``None`` while it runs.
+
+    ``execution_status``: DescribeExecution's ``status``. A rollback that ended without giving its lease back
+    would otherwise be joined for the lease's lifetime while the canary it meant to stop keeps serving. A row
+    that names no execution (or no way to ask) counts as running: it is never taken from its holder.
+
+    Examples
+    --------
+    >>> from fleetops.endpoint import LeaseInfo
+    >>> lease = LeaseInfo("e", "rollback/oom-1", 2_000_000_000, execution_arn="arn:exec:oom-1")
+    >>> dead_rollback(lease, lambda arn: "FAILED")
+    'FAILED'
+    >>> dead_rollback(lease, lambda arn: "RUNNING") is None
+    True
+    """
+    if not lease.execution_arn or execution_status is None:
+        return None
+    status = execution_status(lease.execution_arn)
+    return None if status == "RUNNING" else status
+
+
 def next_step(
     request: RollbackRequest,
     endpoint: EndpointSnapshot,
@@ -222,12 +246,14 @@ def next_step(
     joins: LeaseInfo | None = None,
     holder: str | None = None,
     execution_arn: str = "",
+    takes_over: LeaseInfo | None = None,
 ) -> RollbackStep:
     """Decide the next rollback action from the endpoint as it is now.
 
     ``joins``: another rollback's live lease. A broken canary trips several alarms at once and each starts a
     rollback; the first does the work and the others ``join`` it, ending at once without touching anything.
     ``holder`` and ``execution_arn``: whom the lease row names (default: this rollback's own holder).
+    ``takes_over``: the lease of a rollback that ended without giving it back, which this one takes.
 
     Examples
     --------
@@ -242,15 +268,16 @@ def next_step(
     """
     now_epoch = int(now.timestamp())
     holder = holder or f"{ROLLBACK_LEASE_PREFIX}{request.rollback_id}"
+    taken = abort or takes_over
     common: dict[str, Any] = {
         "rollback_id": request.rollback_id,
         "reason": request.reason,
         "requested_by": request.requested_by,
         "lease_holder": holder,
-        "takeover_holder": abort.holder if abort else holder,
+        "takeover_holder": taken.holder if taken else holder,
         "stop_execution_arn": abort.execution_arn if abort else None,
         "lease_execution_arn": execution_arn,
-        "takeover_execution_arn": (abort.execution_arn or "") if abort else execution_arn,
+        "takeover_execution_arn": (taken.execution_arn or "") if taken else execution_arn,
         "now_epoch": now_epoch,
         # Long enough for the whole polling budget; renewed on every pass of the loop.
         "lease_expires_at": now_epoch + request.in_service.timeout_seconds + 3600,
@@ -298,6 +325,7 @@ def plan_rollback(
     pointer_prefix: str,
     read_lease: Callable[[str], LeaseInfo | None] | None = None,
     execution_id: str = "",
+    execution_status: Callable[[str], str] | None = None,
 ) -> RollbackStep:
     """Read the endpoint, the pointer and the lease; derive the target config and return the next action.
 
@@ -306,6 +334,8 @@ def plan_rollback(
     rollout started from; a rollback's later passes read back what its first pass wrote into its own row, so
     the target cannot move while the endpoint does. Only without such a row does the model pointer decide
     (:func:`resolve_target`). ``execution_id``: this rollback's execution, recorded in a row it takes.
+    ``execution_status``: DescribeExecution's status of an execution; another rollback's row is joined only while
+    its execution runs, and taken over (with the target its first pass chose) once it has ended.
     """
     parameter = f"{pointer_prefix.rstrip('/')}/{request.endpoint_name}"
     endpoint = read_endpoint(request.endpoint_name)
@@ -318,14 +348,22 @@ def plan_rollback(
         return next_step(request, endpoint, target, pointer_json, now, parameter, holder=holder,
                          execution_arn=execution_arn, **found)  # fmt: skip
 
-    running = rollback_in_progress(holder, lease, now)
-    if running is not None:
-        return step(endpoint.endpoint_config_name, None, joins=running)
+    other = rollback_in_progress(holder, lease, now)
+    ended = dead_rollback(other, execution_status) if other is not None else None
+    if other is not None and ended is None:
+        return step(endpoint.endpoint_config_name, None, joins=other)
+    dead = other if ended else None  # its execution has ended: take its lease over instead of joining it
     abort = rollout_to_abort(holder, lease, now)
     if lease is not None and lease.return_config and lease.holder == holder:
         target, pointer_json = lease.return_config, lease.restore_pointer
     elif abort is not None and abort.return_config:
         target, pointer_json = abort.return_config, None  # back where the rollout started, the pointer untouched
+    elif dead is not None and dead.return_config:
+        target, pointer_json = dead.return_config, dead.restore_pointer  # finish what the dead rollback chose
     else:
         target, pointer_json = resolve_target(request, read_pointer(parameter), endpoint.endpoint_config_name)
-    return step(target, pointer_json, abort=abort)
+    chosen = step(target, pointer_json, abort=abort, takes_over=dead)
+    if dead is None:
+        return chosen
+    note = f"{chosen.note}; takes over {dead.holder}'s lease (its execution {ended})"
+    return chosen.model_copy(update={"note": note})
