@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import timedelta
 
 import boto3
 import pytest
@@ -16,6 +17,7 @@ from fleetops.aws.retry import FAST_RETRY
 from fleetops.aws.sagemaker_endpoint import VariantWeights
 from fleetops.aws.switches import ENGAGED
 from fleetops.remediation.alarm import AlarmStateChangeEvent
+from fleetops.remediation.models import ActionType
 from fleetops.remediation.responder import RemediationIncompleteError
 from tests.aws_wire import THROTTLED, ScriptedSends, skip_backoff
 from tests.integration.remediation.conftest import ENDPOINT, Stack, alarm_event, build_responder
@@ -167,6 +169,29 @@ def test_canary_oom_without_a_workflow_sets_the_canary_weight_to_zero(
     assert outcome.outcome == "applied" and "canary weight set to 0" in outcome.reason
     assert outcome.before == {"primary": 1.0, "canary": 1.0}
     assert outcome.after == {"primary": 1.0, "canary": 0.0}
+
+
+def test_a_canary_rollback_goes_ahead_under_the_kill_switch_and_a_spent_rate_limit(
+    stack: Stack, fast_endpoint_updates: None
+) -> None:
+    """A load incident: scale-outs have used the hour's changes (the state table says so) and the operator has
+    pulled the kill switch. The canary's error alarm still takes its traffic away: the on-call sees "applied"
+    and why, not a "skipped" that no later event would retry while the canary keeps serving."""
+    boto3.client("ssm").put_parameter(
+        Name=stack.core.kill_switch_parameter, Value=ENGAGED, Overwrite=True, Type="String"
+    )
+    responder = build_responder(stack)
+    alarm = alarm_event("alarm_oom_canary_alarm")
+    for minutes in range(1, 7):
+        responder.ports.rails.record(ENDPOINT, ActionType.SCALE_OUT, alarm.time - timedelta(minutes=minutes))
+
+    response = responder.respond(alarm)
+
+    assert VariantWeights().weights(ENDPOINT) == {"primary": 1.0, "canary": 0.0}
+    (record,) = stack.audit()
+    assert record.outcome == "applied", record
+    assert "goes ahead despite: kill switch engaged; rate limit: 6 fleet changes in the last hour" in record.reason
+    assert response.outcomes[0].outcome == "applied"
 
 
 def test_oom_on_the_primary_only_notifies(stack: Stack) -> None:

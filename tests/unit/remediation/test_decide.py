@@ -168,17 +168,18 @@ def test_primary_trouble_without_a_capacity_answer_only_notifies(playbook: Playb
     assert _statuses(d) == [("notify", "go")]
 
 
-def test_rollback_is_rate_limited_and_gated(playbook: Playbook) -> None:
+def test_a_rollback_is_a_retreat_that_neither_the_rate_limit_nor_the_kill_switch_holds(playbook: Playbook) -> None:
+    """During a load incident the hour's six changes went to scale-outs and the operator pulled the kill switch:
+    the broken canary's rollback still goes ahead, and the audit says what it went ahead despite."""
     alarm = parsed(playbook, "alarm_oom_canary_alarm")
     full = RailState(recent_actions=tuple(alarm.at - timedelta(minutes=m) for m in range(1, 7)))
-    assert (
-        decide(alarm, CANARY, playbook=playbook, target=None, serving=None, rails=full, gate=Gate()).plans[0].status
-        == "skipped"
-    )
-    gated = decide(
-        alarm, CANARY, playbook=playbook, target=None, serving=None, rails=RailState(), gate=Gate(kill_switch=True)
-    )
-    assert gated.plans[0].status == "planned" and gated.plans[0].reason.startswith("kill switch engaged: would")
+
+    both = decide(alarm, CANARY, playbook=playbook, target=None, serving=None, rails=full, gate=Gate(kill_switch=True))
+
+    assert both.plans[0].status == "go", both.plans[0]
+    assert "goes ahead despite: kill switch engaged; rate limit: 6 fleet changes" in both.plans[0].reason
+    dry = decide(alarm, CANARY, playbook=playbook, target=None, serving=None, rails=full, gate=Gate(dry_run=True))
+    assert dry.plans[0].status == "planned" and dry.plans[0].reason.startswith("dry run: would")
 
 
 def test_ok_records_recovery_and_changes_nothing(playbook: Playbook) -> None:

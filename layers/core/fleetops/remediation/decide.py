@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from fleetops.remediation.models import Playbook
 
 #: go: apply now; planned: held back by dry run / kill switch; skipped: a rail or the state says no.
+#: A rollback is exempt from the kill switch and the rate limit (see :func:`_plan_rollback`).
 PlanStatus = Literal["go", "planned", "skipped"]
 
 
@@ -71,7 +72,11 @@ class RailState(BaseModel):
 
 
 class Gate(BaseModel):
-    """Switches that hold every fleet change back while still planning and auditing it."""
+    """Switches that hold fleet changes back while still planning and auditing them.
+
+    The kill switch holds forward changes (scale-outs) only; a dry run holds everything. A canary's rollback
+    goes ahead under the kill switch (:func:`_plan_rollback`).
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -186,13 +191,29 @@ def _rate_limited(now: datetime, rails: RailState, playbook: Playbook, already_p
 def _plan_rollback(
     alarm: ParsedAlarm, role: str, *, playbook: Playbook, rails: RailState, gate: Gate, planned: int
 ) -> ActionPlan:
+    """A canary's rollback is a retreat: neither the rate limit nor the kill switch holds it back.
+
+    Both exist to stop automation pushing the fleet forward; a skipped rollback is never retried (the alarm
+    stays in ALARM, so no new event comes) while the canary keeps its traffic, which is exactly during a load
+    incident, when scale-outs have used the hour's changes. Only a dry run, which changes nothing, plans it.
+    """
     act = ActionType.ROLLBACK
     if role != "canary":
         return ActionPlan(action=act, status="skipped", reason=f"variant {alarm.variant_name!r} is not a canary")
-    limited = _rate_limited(alarm.at, rails, playbook, planned)
-    if limited:
-        return ActionPlan(action=act, status="skipped", reason=limited)
-    return _gated(act, f"canary {alarm.variant_name!r} in trouble ({alarm.kind}): roll back", gate)
+    reason = f"canary {alarm.variant_name!r} in trouble ({alarm.kind}): roll back"
+    if gate.dry_run:
+        return ActionPlan(action=act, status="planned", reason=f"dry run: would {reason}")
+    overridden = [
+        why
+        for why in (
+            "kill switch engaged" if gate.kill_switch else None,
+            _rate_limited(alarm.at, rails, playbook, planned),
+        )
+        if why
+    ]
+    if overridden:
+        reason += f" (a retreat, so it goes ahead despite: {'; '.join(overridden)})"
+    return ActionPlan(action=act, status="go", reason=reason)
 
 
 def decide(
