@@ -3,8 +3,9 @@
 Event: ``{"request": <rollback input>, "attempt": n, "now": <state entered time>, "execution_id": <its own>}``.
 Returns one of ``wait``, ``zero_canary``, ``restore_config``, ``finish`` with what the state machine needs
 to do it, or ``join`` when another rollback of the endpoint is at work. A request that names a target, a
-pointer or a lease holder, or an endpoint fleet.yaml does not list for this stack, fails the first pass with
-``RollbackInputError`` before anything is changed.
+pointer or a lease holder, a primary variant as its canary, or an endpoint fleet.yaml does not list for this stack,
+fails the first pass with ``RollbackInputError`` before anything is changed. Without a canary named, fleet.yaml's
+canary variant of the endpoint is the one whose traffic goes to 0.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from fleetops.aws.lease import EndpointLease
 from fleetops.aws.sagemaker_endpoint import read_endpoint
 from fleetops.config import load_fleet_config
 from fleetops.rollout.model_pointer import ModelPointerStore
-from fleetops.rollout.rollback import check_managed, parse_request, plan_rollback
+from fleetops.rollout.rollback import check_managed, parse_request, plan_rollback, resolve_canary
 from fleetops.settings import CommonSettings
 
 if TYPE_CHECKING:
@@ -61,7 +62,12 @@ class Readers:
 
 # A wrong environment or fleet.yaml fails the cold start with a clear message, before any event.
 settings = Settings.from_env()
-managed = frozenset(e.name for e in load_fleet_config(settings.fleet_config_path).managed_by(settings.environment_name))
+# Per managed endpoint, its variants' roles: the canary variant is derived from them and a primary is refused.
+roles = {
+    e.name: {v.name: v.role for v in e.variants}
+    for e in load_fleet_config(settings.fleet_config_path).managed_by(settings.environment_name)
+}
+managed = frozenset(roles)
 
 
 @cache
@@ -82,6 +88,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     parsed = Event.model_validate(event)
     request = parse_request(parsed.request).model_copy(update={"attempt": parsed.attempt})
     check_managed(request.endpoint_name, managed, settings.environment_name)
+    request = resolve_canary(request, roles[request.endpoint_name])
     deps = dependencies()
     step = plan_rollback(
         request,

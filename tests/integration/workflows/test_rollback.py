@@ -393,3 +393,36 @@ def test_a_rollback_waits_out_an_autoscaling_update_that_starts_just_after_it_lo
     assert described["EndpointConfigName"] == OLD_CONFIG
     assert [v["VariantName"] for v in described["ProductionVariants"]] == [wf.PRIMARY]
     assert lease_row(rollout) is None
+
+
+def test_a_rollback_naming_the_primary_as_its_canary_is_refused_and_changes_nothing(
+    rollout: wf.RolloutWorkflow,
+) -> None:
+    """Naming the primary would set its weight to 0 and send every request to the broken canary during the
+    restore; the caller reads why it was refused and what to name instead."""
+    live_pointer()
+    mid_rollout()
+
+    result = wf.wait(wf.start(rollout.rollback_arn, rollback_input(canary_variant_name=wf.PRIMARY), name="ops-11"))
+
+    assert (result["status"], result["error"]) == ("FAILED", "RollbackInputError"), result
+    assert "canary_variant_name 'primary' is a primary variant of 'manga-chat'" in result["cause"], result["cause"]
+    assert "name the canary (['canary']) or leave it out" in result["cause"]
+    assert "HoldLease" not in wf.state_history(result["executionArn"])
+    assert wf.canary_weight() == 25.0 and wait_in_service()["EndpointConfigName"] == NEW_CONFIG
+
+
+def test_a_rollback_that_names_no_canary_takes_the_traffic_off_fleet_yamls_canary_first(
+    rollout: wf.RolloutWorkflow,
+) -> None:
+    """The canary comes from fleet.yaml, not from the caller: its weight goes to 0 before the config is restored."""
+    live_pointer()
+    mid_rollout()
+    request = {k: v for k, v in rollback_input().items() if k != "canary_variant_name"}
+
+    result = wf.wait(wf.start(rollout.rollback_arn, request, name="ops-12"), timeout_s=60)
+
+    assert result["status"] == "SUCCEEDED", result
+    history = wf.state_history(result["executionArn"])
+    assert "ZeroCanary" in history and history.index("ZeroCanary") < history.index("RestoreConfig"), history
+    assert wait_in_service()["EndpointConfigName"] == OLD_CONFIG

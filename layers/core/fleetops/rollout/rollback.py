@@ -6,7 +6,7 @@ its target config returns ``finish`` straight away, so rolling back twice is saf
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -93,6 +93,38 @@ def check_managed(endpoint_name: str, managed: Collection[str], environment: str
             f"endpoint {endpoint_name!r} is not managed by this stack (fleet.yaml {scope}lists {sorted(managed)}); "
             "nothing was changed"
         )
+
+
+def resolve_canary(request: RollbackRequest, roles: Mapping[str, str]) -> RollbackRequest:
+    """The request with the canary variant whose traffic goes to 0: never a primary, derived when not named.
+
+    ``roles``: the endpoint's variants in fleet.yaml (name -> ``primary``/``canary``). Naming a primary would set
+    its weight to 0 and send all traffic to the canary while the config is restored, so it is refused; with no
+    name, fleet.yaml's one canary variant of the endpoint is the one.
+
+    Examples
+    --------
+    >>> roles = {"primary": "primary", "canary": "canary"}
+    >>> resolve_canary(RollbackRequest(endpoint_name="e", rollback_id="r"), roles).canary_variant_name
+    'canary'
+    >>> resolve_canary(RollbackRequest(endpoint_name="e", rollback_id="r", canary_variant_name="primary"), roles)
+    Traceback (most recent call last):
+    ...
+    fleetops.rollout.rollback.RollbackInputError: canary_variant_name 'primary' is a primary variant of 'e' \
+(fleet.yaml role: primary): a rollback takes traffic off a canary only, never off the primary; name the canary \
+(['canary']) or leave it out. Nothing was changed.
+    """
+    canaries = sorted(name for name, role in roles.items() if role == "canary")
+    named = request.canary_variant_name
+    if named is not None and roles.get(named) == "primary":
+        raise RollbackInputError(
+            f"canary_variant_name {named!r} is a primary variant of {request.endpoint_name!r} (fleet.yaml role: "
+            f"primary): a rollback takes traffic off a canary only, never off the primary; name the canary "
+            f"({canaries}) or leave it out. Nothing was changed."
+        )
+    if named is None and len(canaries) == 1:
+        return request.model_copy(update={"canary_variant_name": canaries[0]})
+    return request
 
 
 def rollout_holder(request: RollbackRequest, lease: LeaseInfo | None) -> str | None:
