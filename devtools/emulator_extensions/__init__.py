@@ -9,7 +9,8 @@ botocore's real service model. Tests that rely on one of them say so.
 - ``sagemaker_runtime``: InvokeEndpoint and InvokeEndpointWithResponseStream reaching those containers
   (inert unless a hosting is registered).
 - ``bedrock``: Custom Model Import (CreateModelImportJob, GetModelImportJob, ...) and Converse.
-- ``cloudwatch``: percentile statistics (p95) in GetMetricData, which moto leaves empty.
+- ``cloudwatch``: percentiles (``p95``) and percentile ranks (``PR(:300)``) in GetMetricData and
+  GetMetricStatistics, which moto leaves empty.
 - ``stepfunctions``: the ``states:startExecution`` integration's parameter names, as AWS maps them.
 - ``logs_emf``: CloudWatch Logs' EMF extraction: an EMF record put with PutLogEvents becomes CloudWatch
   datapoints (every dimension set, value arrays as samples, ``_aws.Timestamp``); invalid EMF yields none.
