@@ -15,6 +15,7 @@ import boto3
 
 from fleetops.aws.autoscaling import DIMENSION, NAMESPACE, resource_id
 from fleetops.aws.switches import RELEASED
+from fleetops.config import VariantHosting
 from fleetops.tables import AUDIT_PK, AUDIT_SK, CALENDAR_PK, LEASE_PK
 
 # moto 5.2.5's SageMaker instance-type list predates ml.g5/ml.g6; production uses ml.g5.2xlarge.
@@ -129,6 +130,7 @@ def create_endpoint(
                 "InitialInstanceCount": count,
                 "InstanceType": instance_type,
                 "InitialVariantWeight": 1.0,
+                **VariantHosting().variant_fields(),  # as every config the project creates: AMI and timeouts
             }
         )
     sagemaker.create_endpoint_config(

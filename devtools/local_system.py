@@ -372,6 +372,7 @@ def _initial_endpoint(url: str, max_num_seqs: int) -> None:
             "InstanceType": wf.INSTANCE_TYPE,
             "InitialInstanceCount": 1,
             "InitialVariantWeight": 1.0,
+            **wf.hosting(ENDPOINT).variant_fields(),
         }
     ]
     sagemaker.create_endpoint_config(EndpointConfigName=f"{ENDPOINT}-v1-config", ProductionVariants=variants)

@@ -36,6 +36,7 @@ from devtools.state_machines import (
     state_history,
     wait,
 )
+from fleetops.config import VariantHosting, load_fleet_config
 from fleetops.metrics import NAMESPACE, Dimension, MetricName
 from fleetops.rollout.approval_table import APPROVAL_PK
 from fleetops.tables import REGISTRY_PK, REGISTRY_SK
@@ -61,6 +62,7 @@ __all__ = [
     "create_endpoint",
     "deploy",
     "handlers",
+    "hosting",
     "notifications",
     "open_link",
     "put_variant_metrics",
@@ -119,6 +121,12 @@ class RolloutWorkflow:
     environment: dict[str, str]
 
 
+def hosting(name: str = ENDPOINT) -> VariantHosting:
+    """The AMI and timeouts the emulated stack's fleet.yaml gives the endpoint (the schema's for an unlisted one)."""
+    listed = load_fleet_config(FLEET).endpoint(name)
+    return listed.hosting if listed else VariantHosting()
+
+
 def create_endpoint(name: str = ENDPOINT, instance_count: int = 2) -> str:
     """An InService endpoint with one primary variant serving the current model; returns its config name."""
     sagemaker = boto3.client("sagemaker")
@@ -135,6 +143,7 @@ def create_endpoint(name: str = ENDPOINT, instance_count: int = 2) -> str:
             "InstanceType": INSTANCE_TYPE,
             "InitialInstanceCount": instance_count,
             "InitialVariantWeight": 1.0,
+            **hosting(name).variant_fields(),
         }
     ]
     sagemaker.create_endpoint_config(EndpointConfigName=config, ProductionVariants=variants)

@@ -10,8 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from fleetops.model_contract import INFERENCE_AMIS, NEWEST_INFERENCE_AMI
+from fleetops.rollout.versions import VERSION_PATTERN
 from fleetops.validation import StrictModel, read_yaml_mapping
 
 
@@ -51,10 +53,68 @@ class VariantConfig(StrictModel):
         return self
 
 
+class VariantHosting(StrictModel):
+    """What every production variant of every endpoint config the project creates for the endpoint carries.
+
+    Without ``InferenceAmiVersion`` SageMaker runs NVIDIA driver 470 (CUDA 11.4), older than the container's CUDA;
+    the container checks the driver at start and names the AMI to choose (``gateway.cuda_check``).
+    """
+
+    inference_ami_version: str = Field(
+        default=NEWEST_INFERENCE_AMI, description="ProductionVariant.InferenceAmiVersion: the driver and CUDA version"
+    )
+    container_startup_health_check_timeout_s: int = Field(
+        default=1200, ge=60, le=3600, description="how long the container may take to answer /ping (load + warm-up)"
+    )
+    model_data_download_timeout_s: int = Field(
+        default=1200, ge=60, le=3600, description="how long SageMaker may take to download and unpack ModelDataUrl"
+    )
+
+    @field_validator("inference_ami_version")
+    @classmethod
+    def _documented(cls, value: str) -> str:
+        names = [ami.name for ami in INFERENCE_AMIS]
+        if value not in names:
+            raise ValueError(f"inference_ami_version {value!r} is not a GPU AMI SageMaker documents: {names}")
+        return value
+
+    def variant_fields(self) -> dict[str, Any]:
+        """The ``ProductionVariant`` fields of CreateEndpointConfig.
+
+        Examples
+        --------
+        >>> fields = VariantHosting(inference_ami_version="al2-ami-sagemaker-inference-gpu-3-1").variant_fields()
+        >>> for name, value in fields.items():
+        ...     print(name, value)
+        InferenceAmiVersion al2-ami-sagemaker-inference-gpu-3-1
+        ContainerStartupHealthCheckTimeoutInSeconds 1200
+        ModelDataDownloadTimeoutInSeconds 1200
+        """
+        return {
+            "InferenceAmiVersion": self.inference_ami_version,
+            "ContainerStartupHealthCheckTimeoutInSeconds": self.container_startup_health_check_timeout_s,
+            "ModelDataDownloadTimeoutInSeconds": self.model_data_download_timeout_s,
+        }
+
+
+class InitialModel(StrictModel):
+    """What ``fleetctl endpoint create`` deploys on an endpoint that does not exist yet (its flags win).
+
+    Rollouts replace the model afterwards; the role must be the stack's ``ModelExecutionRoleArn``.
+    """
+
+    image_uri: str | None = Field(default=None, min_length=1, max_length=255)
+    model_data_url: str | None = Field(default=None, pattern=r"^s3://[^/]+/.+")
+    version: str | None = Field(default=None, min_length=1, max_length=64, pattern=VERSION_PATTERN)
+    execution_role_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+")
+
+
 class EndpointConfig(StrictModel):
     name: str = Field(min_length=1)
     environment: Literal["dev", "prod"] = "prod"
     variants: tuple[VariantConfig, ...] = Field(min_length=1)
+    hosting: VariantHosting = VariantHosting()
+    initial_model: InitialModel = InitialModel()
 
     @model_validator(mode="after")
     def _production_floor(self) -> EndpointConfig:

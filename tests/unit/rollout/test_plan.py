@@ -74,6 +74,10 @@ def test_promotion_keeps_the_baseline_variant_name_and_capacity_with_the_new_mod
         "InstanceType": "ml.g5.2xlarge",
         "InitialInstanceCount": 3,
         "InitialVariantWeight": 1.0,
+        # fleet.yaml's hosting defaults: the newest GPU AMI, and the start-up and download timeouts
+        "InferenceAmiVersion": "al2023-ami-sagemaker-inference-gpu-4-1",
+        "ContainerStartupHealthCheckTimeoutInSeconds": 1200,
+        "ModelDataDownloadTimeoutInSeconds": 1200,
     }
 
 

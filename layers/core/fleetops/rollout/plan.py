@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from fleetops.config import VariantHosting
 from fleetops.endpoint import EndpointSnapshot, VariantSnapshot
 from fleetops.model_contract import (
     ENGINE_KNOB_PREFIX,
@@ -421,12 +422,15 @@ def build_plan(
     network_isolation: bool = True,
     pre_traffic_gates: bool = True,
     capture_bucket: str | None = None,
+    hosting: VariantHosting | None = None,
 ) -> RolloutPlan:
     """Compute the rollout plan from the request and the endpoint as it is now.
 
     ``network_isolation`` is CreateModel's ``EnableNetworkIsolation`` and ``pre_traffic_gates`` whether the
     workflow runs the artifact and candidate gates (both from the environment's ``rollout_policy``);
-    ``capture_bucket`` is where a shadowed rollout's data capture writes (the stack's artifact bucket).
+    ``capture_bucket`` is where a shadowed rollout's data capture writes (the stack's artifact bucket);
+    ``hosting`` (fleet.yaml's, for the endpoint) goes onto every variant of both configs, the ones copied from
+    the current config included, so no config the rollout creates falls back to SageMaker's old default driver.
 
     Raises
     ------
@@ -456,6 +460,7 @@ def build_plan(
     final_model_name = f"{base}-final-model"
     canary = request.canary
     baseline = max(endpoint.variants, key=lambda v: (v.weight, v.instance_count))
+    hosted = (hosting or VariantHosting()).variant_fields()
     previous = [
         {
             "VariantName": v.variant_name,
@@ -463,6 +468,7 @@ def build_plan(
             "InstanceType": v.instance_type,
             "InitialInstanceCount": v.instance_count,
             "InitialVariantWeight": v.weight,
+            **hosted,
         }
         for v in endpoint.variants
     ]
@@ -472,6 +478,7 @@ def build_plan(
         "InstanceType": canary.instance_type,
         "InitialInstanceCount": canary.instance_count,
         "InitialVariantWeight": 0.0,
+        **hosted,
     }
     # Promotion keeps the baseline variant's name and instance count, so scaling targets and alarms
     # (keyed by variant name) keep working, and full traffic finds full capacity.
@@ -481,6 +488,7 @@ def build_plan(
         "InstanceType": canary.instance_type,
         "InitialInstanceCount": baseline.instance_count,
         "InitialVariantWeight": 1.0,
+        **hosted,
     }
     steps = tuple(
         PlanStep(

@@ -83,6 +83,7 @@ def prepare_rollout(request: dict[str, Any], now: datetime, deps: PrepareDeps) -
     if deps.kill_switch_engaged():
         raise KillSwitchEngagedError("the automation kill switch is engaged; release it to start a rollout")
     endpoint = deps.read_endpoint(parsed.endpoint_name)
+    listed = deps.fleet.endpoint(parsed.endpoint_name)  # the guardrails refused an unlisted one
     parameter = f"{deps.pointer_prefix.rstrip('/')}/{parsed.endpoint_name}"
     return build_plan(
         parsed,
@@ -94,4 +95,5 @@ def prepare_rollout(request: dict[str, Any], now: datetime, deps: PrepareDeps) -
         network_isolation=guarded.floors.network_isolation,
         pre_traffic_gates=guarded.floors.pre_traffic_gates,
         capture_bucket=deps.stack.artifact_bucket,
+        hosting=listed.hosting if listed else None,
     )
