@@ -32,12 +32,11 @@ import hashlib
 import json
 import logging
 import re
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fleetops.metrics import MetricName
+from gateway.lru import BoundedLRU
 from gateway.prompt import SlotText
 
 if TYPE_CHECKING:
@@ -265,38 +264,8 @@ def summary_messages(head: list[Message], turns: Turns, instruction: str) -> lis
     return [*head, *said, {"role": "user", "content": instruction}]
 
 
-class SummaryCache:
-    """A bounded, thread-safe LRU of summaries by :func:`turns_key` (prepare threads read, the loop writes).
-
-    Examples
-    --------
-    >>> cache = SummaryCache(2)
-    >>> cache.put("a", "A"); cache.put("b", "B"); _ = cache.get("a"); cache.put("c", "C")
-    >>> cache.get("b") is None, cache.get("a"), len(cache)  # "b" was the least recently used
-    (True, 'A', 2)
-    """
-
-    def __init__(self, entries: int) -> None:
-        self._entries = entries
-        self._items: OrderedDict[str, str] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> str | None:
-        with self._lock:
-            value = self._items.get(key)
-            if value is not None:
-                self._items.move_to_end(key)
-            return value
-
-    def put(self, key: str, value: str) -> None:
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self._entries:
-                self._items.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._items)
+class SummaryCache(BoundedLRU[str, str]):
+    """Summaries by :func:`turns_key` (prepare threads read, the loop writes), least recently used out first."""
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-import threading
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
+
+from gateway.lru import BoundedLRU
 
 Message = dict[str, str]
 
@@ -26,8 +26,8 @@ Message = dict[str, str]
 DIGEST_BYTES = 16
 
 
-class MessageCountCache:
-    """A bounded, thread-safe LRU of per-message token counts, keyed by a digest of role and content.
+class MessageCountCache(BoundedLRU[bytes, int]):
+    """Per-message token counts keyed by a digest of role and content (:meth:`key`).
 
     Its size is bounded by entries alone, since every entry costs the same (a ``DIGEST_BYTES`` key and a
     small int): :attr:`nbytes` is its own accounting of what the keys and values hold.
@@ -43,11 +43,6 @@ class MessageCountCache:
     (2, None, True)
     """
 
-    def __init__(self, entries: int) -> None:
-        self.entries = entries
-        self._items: OrderedDict[bytes, int] = OrderedDict()
-        self._lock = threading.Lock()
-
     @staticmethod
     def key(role: str, content: str) -> bytes:
         """The digest of one message; ``surrogatepass`` because JSON may carry lone surrogates."""
@@ -56,28 +51,10 @@ class MessageCountCache:
         digest.update(content.encode("utf-8", "surrogatepass"))
         return digest.digest()
 
-    def get(self, key: bytes) -> int | None:
-        with self._lock:
-            value = self._items.get(key)
-            if value is not None:
-                self._items.move_to_end(key)
-            return value
-
-    def put(self, key: bytes, value: int) -> None:
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self.entries:
-                self._items.popitem(last=False)
-
     @property
     def nbytes(self) -> int:
         """What the keys and values hold (``sys.getsizeof``; the dict's own table comes on top)."""
-        with self._lock:
-            return sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in self._items.items())
-
-    def __len__(self) -> int:
-        return len(self._items)
+        return sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in self.items())
 
 
 class TokenizerError(ValueError):
