@@ -1,8 +1,9 @@
 """Container entrypoint: ``python -m gateway serve`` (SageMaker starts the image with the argument ``serve``).
 
 Start-up checks run before anything listens: the model's contract (:mod:`fleetops.model_contract`) and
-the deployment variables, ``gateway.yaml``, the budget against the effective engine knobs, the adapters
-served (present, compatible, every route leading to one), the tokenizer. A bad image or model fails at
+the deployment variables, the NVIDIA driver against the image's CUDA (:mod:`gateway.cuda_check`), ``gateway.yaml``,
+the budget against the effective engine knobs, the adapters served (present, compatible, every route leading
+to one), the tokenizer. A bad image or model fails at
 once with exit code 1 and ``gateway: cannot start:`` followed by every problem, one per line. Then the
 gateway listens on :8080 while the engine starts in the background; SIGTERM drains (see
 :mod:`gateway.app`) and exits 0.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 from typing import TYPE_CHECKING
@@ -21,6 +23,7 @@ import uvicorn
 
 from gateway.app import Gateway
 from gateway.config import Environment, GatewayConfig, GatewayConfigError, GpuHealthConfig, load_gateway_config
+from gateway.cuda_check import Decision, Outcome, at_start
 from gateway.fallback import BedrockFallback
 from gateway.gpu_health import GpuHealthMonitor, NvmlHealthReader
 from gateway.metrics import GatewayMetrics
@@ -268,6 +271,16 @@ def serve(env: Environment) -> int:
     return 0
 
 
+def check_cuda() -> Decision:
+    """The driver against the image's CUDA (:mod:`gateway.cuda_check`); may put the compat libraries on
+    ``LD_LIBRARY_PATH`` for the engine, which inherits this process's environment."""
+    try:
+        import pynvml
+    except ImportError:  # only where nvidia-ml-py is not installed (the image has it)
+        return at_start(os.environ, None)
+    return at_start(os.environ, pynvml)
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] not in (["serve"], []):
         logger.error(USAGE)
@@ -276,6 +289,9 @@ def main(argv: list[str]) -> int:
         env = Environment.from_env()
     except GatewayConfigError as exc:
         return cannot_start(exc)
+    cuda = check_cuda()
+    if cuda.outcome is Outcome.REFUSE:
+        return cannot_start(GatewayConfigError([cuda.message]))
     return serve(env)
 
 
