@@ -4,7 +4,9 @@ The gateway writes one JSON line per ``/invocations`` (and ``POST /v1/chat/compl
 SageMaker ships it to CloudWatch Logs beside the EMF lines (CloudWatch extracts no metric from it: it has no
 ``_aws`` member). It says who asked (``request_id``, ``session_id``), what served (``adapter``,
 ``model_version``, ``prompt_version``), how it went (``status``, ``outcome``, ``error_code``,
-``fallback_reason``) and how long each part took; never the prompt, the history or the answer text.
+``fallback_reason``, and ``engine_death_cause`` when a fallback came of an engine that died or is dying:
+``cuda_oom``, ``xid``, ``nccl``, ``killed``, ``other``, see :mod:`gateway.engine_death`) and how long each part
+took; never the prompt, the history or the answer text.
 
 Timings, in milliseconds from the gateway receiving the request:
 
@@ -110,6 +112,8 @@ class RequestTrace:
     #: Set where a 200 answer is not the engine's (a stream cut at the deadline or ended by a fallback).
     outcome: str | None = None
     fallback_reason: str | None = None
+    #: A fallback's engine failure, where the engine's death or log says why (gateway.engine_death.DeathCause).
+    engine_death_cause: str | None = None
 
     def elapsed_ms(self, now: float | None = None) -> float:
         return ((time.perf_counter() if now is None else now) - self.started) * 1000
@@ -237,6 +241,7 @@ class RequestLog:
             "outcome": outcome,
             "error_code": code,
             "fallback_reason": reason,
+            "engine_death_cause": trace.engine_death_cause,
             "tokens_in": trace.tokens_in,
             "tokens_out": trace.tokens_out,
             "dropped_turns": trace.dropped_turns,

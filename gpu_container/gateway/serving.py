@@ -239,6 +239,7 @@ class InvocationService:
 
     async def _fallback(self, call: _Call, built: BuiltPrompt, failure: Failure | None) -> Response:
         reason = failure.reason if failure else FallbackReason.ENGINE_UNAVAILABLE
+        call.trace.engine_death_cause = self.engine.failure_cause()
         text, source = await self._fallback_text(built)
         self._count_fallback()
         note = {"version": source, "adapter": None, "fallback_reason": reason}
@@ -272,6 +273,7 @@ class InvocationService:
             self._engine_failed(Failure(FallbackReason.ENGINE_UNAVAILABLE, repr(exc)))
             self._count_fallback()
             call.trace.ended_by("fallback", FallbackReason.ENGINE_UNAVAILABLE)
+            call.trace.engine_death_cause = self.engine.failure_cause()
             note = {**json.loads(meta), "fallback_reason": FallbackReason.ENGINE_UNAVAILABLE}
             yield wire.last_events(call.adapter, self.containment.fallback_message, wire.FINISH_FALLBACK, note)
             return

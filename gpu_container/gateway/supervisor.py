@@ -5,6 +5,12 @@ fail (vLLM's API server can stay up with a dead engine core: then ``/health`` fa
 killed (its whole process group) and started again in place with exponential backoff. After
 ``max_failed_restarts`` start attempts in a row that never became healthy, the state turns
 ``failed`` and ``/ping`` answers 503 so SageMaker replaces the instance.
+
+Each end the gateway did not ask for (a death while serving, a failed start) is classified from the exit status
+and the last lines of the engine's log (:mod:`gateway.engine_log`, :func:`gateway.engine_death.classify_exit`):
+``cuda_oom``, ``xid``, ``nccl``, ``killed`` or ``other``. It is logged with the line that decided it, counted in
+``EngineDeaths`` (and ``OomCaught`` for an out-of-memory death), and written as its own EMF record with the
+``Cause`` dimension; requests that fall back meanwhile carry the cause in the request log.
 """
 
 from __future__ import annotations
@@ -22,8 +28,10 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from fleetops.metrics import MetricName
+from fleetops.metrics import Dimension, MetricName
 from fleetops.model_contract import EngineKnobs
+from gateway.engine_death import DeathCause, EngineDeath, classify_exit
+from gateway.engine_log import EngineLog
 from gateway.upstream import ENGINE_KEEPALIVE_S
 
 if TYPE_CHECKING:
@@ -33,6 +41,14 @@ if TYPE_CHECKING:
     from gateway.metrics import GatewayMetrics
 
 logger = logging.getLogger(__name__)
+
+#: A fatal line read this recently explains a request that fails before the death itself is classified.
+RECENT_CAUSE_S = 60.0
+#: An engine that stopped answering gets this long to exit by itself (vLLM's API server does, soon after its engine
+#: core died), so its own exit status is recorded rather than the signal the gateway then sends.
+EXIT_GRACE_S = 1.0
+#: How long the rest of a dead engine's output may take to arrive (its pipe closes when its last process is gone).
+LOG_DRAIN_S = 2.0
 
 
 class EngineState(StrEnum):
@@ -112,6 +128,10 @@ class Engine:
     def report_failure(self) -> None:
         """A request saw the engine fail: check its health now rather than at the next interval."""
 
+    def failure_cause(self) -> DeathCause | None:
+        """Why the engine is failing requests, where known (its last death, or a fatal line just read)."""
+        return None
+
     async def wait_available(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
         while not self.available:
@@ -135,11 +155,14 @@ class EngineSupervisor(Engine):
     client
         The gateway's pooled HTTP client (used for health checks).
     metrics
-        Counts ``EngineRestarts`` (each restart, after a death or a failed start).
+        Counts ``EngineRestarts`` (each restart, after a death or a failed start), ``EngineDeaths`` and
+        ``OomCaught`` (each death or failed start, classified), and records each as an event with its ``Cause``.
     on_ready
         Awaited each time the engine becomes healthy (warm-up).
     env
         Extra environment for the engine.
+    log
+        The engine output's pass-through and tail; ``None`` passes it on to the gateway's stderr.
     """
 
     def __init__(
@@ -152,6 +175,7 @@ class EngineSupervisor(Engine):
         metrics: GatewayMetrics,
         on_ready: Callable[[], Awaitable[None]] | None = None,
         env: dict[str, str] | None = None,
+        log: EngineLog | None = None,
     ) -> None:
         self.command = command
         self.base_url = base_url
@@ -165,7 +189,10 @@ class EngineSupervisor(Engine):
         self.restarts = 0
         self.failed_starts = 0
         self.process: asyncio.subprocess.Process | None = None
+        self.log = log if log is not None else EngineLog()
+        self.last_death: EngineDeath | None = None
         self._task: asyncio.Task[None] | None = None
+        self._pump: asyncio.Task[None] | None = None
         self._poke = asyncio.Event()
         self._stopping = False
 
@@ -180,10 +207,18 @@ class EngineSupervisor(Engine):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         await self._kill()
+        await self._drain_log()
         self.state = EngineState.STOPPED
 
     def report_failure(self) -> None:
         self._poke.set()
+
+    def failure_cause(self) -> DeathCause | None:
+        """The last death's cause while the engine is down; while it runs, the cause of a fatal line it just
+        wrote (a request can fail before the supervisor has seen the process end)."""
+        if self.state is not EngineState.READY and self.last_death is not None:
+            return self.last_death.cause
+        return self.log.recent_cause(RECENT_CAUSE_S)
 
     async def _run(self) -> None:
         config = self.config
@@ -197,13 +232,18 @@ class EngineSupervisor(Engine):
                 await self._watch()
                 if self._stopping:
                     return
+                self.state = EngineState.RESTARTING  # at once: requests fall back rather than try a dead engine
+                pid = self._pid()
                 # Not a breaker trip: BreakerTrips counts engine calls that failed (see InvocationService); a death
-                # shows in the EngineRestarts that follows.
-                logger.warning("engine died (pid %s); restarting", self._pid())
+                # shows in EngineDeaths and the EngineRestarts that follows.
+                death = await self._ended("serving")
+                logger.warning("engine died (pid %s): %s; restarting", pid, death.describe())
             else:
+                if self._stopping:
+                    return
                 self.failed_starts += 1
-                logger.warning("engine start failed (%d in a row)", self.failed_starts)
-            await self._kill()
+                death = await self._ended("start")
+                logger.warning("engine start failed (%d in a row): %s", self.failed_starts, death.describe())
             if self.failed_starts > config.max_failed_restarts:
                 self.state = EngineState.FAILED
                 logger.error("giving up on the engine; /ping reports unhealthy")
@@ -216,10 +256,54 @@ class EngineSupervisor(Engine):
 
     async def _spawn(self) -> None:
         # A new session: the engine's workers share its process group, so one killpg stops them all.
-        # Engine logs go to stderr; stdout carries only the gateway's EMF lines.
+        # Engine logs go on to stderr (stdout carries only the gateway's EMF and request lines), through a pipe the
+        # gateway reads, so the last lines can say why the engine died.
+        self.log.reset()
         self.process = await asyncio.create_subprocess_exec(
-            *self.command, env=self.env, stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(), start_new_session=True
+            *self.command,
+            env=self.env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
         )
+        if self.process.stdout is not None:  # always: a pipe was asked for
+            self._pump = asyncio.create_task(self.log.pump(self.process.stdout), name="engine-log")
+
+    async def _ended(self, phase: str) -> EngineDeath:
+        """The engine ended unasked, or is stopped as unhealthy: stop what is left, read the rest of its output,
+        then classify, count and record the end (``phase``: ``serving`` or ``start``)."""
+        self.last_death = None  # until this end is classified, a fatal line just read is the best answer
+        process = self.process
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(process.wait(), timeout=EXIT_GRACE_S)
+        returncode = None if process is None else process.returncode
+        await self._kill()
+        await self._drain_log()
+        death = classify_exit(returncode, self.log.lines())
+        self.last_death = death
+        self._record(death, phase)
+        return death
+
+    def _record(self, death: EngineDeath, phase: str) -> None:
+        """Count the end in the totals and as its own record under its ``Cause`` (see :mod:`gateway.metrics`)."""
+        counted = [MetricName.ENGINE_DEATHS, *([MetricName.OOM_CAUGHT] if death.is_oom else [])]
+        for name in counted:
+            self.metrics.increment(name)
+        record: dict[str, object] = {"log_type": "engine_death", "cause": str(death.cause), "phase": phase}
+        record |= {"exit_status": death.exit_status, "evidence": death.evidence, "pid": self._pid()}
+        self.metrics.record_event({str(Dimension.CAUSE): str(death.cause)}, counted, record)
+
+    async def _drain_log(self) -> None:
+        """Wait for the engine's pipe to close (bounded: an orphan that kept it open must not hold up a restart)."""
+        pump, self._pump = self._pump, None
+        if pump is None:
+            return
+        done, _ = await asyncio.wait({pump}, timeout=LOG_DRAIN_S)
+        if not done:
+            pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pump
 
     async def _healthy(self) -> bool:
         try:

@@ -14,7 +14,7 @@ Every ``interval_s`` the :class:`MetricsAgent` writes EMF JSON lines (namespace
     over label sets (``model_name``, engine), the KV-cache fraction is averaged;
   - the gateway's counters, every interval and 0 when nothing happened: ``Requests``,
     ``RequestErrors``, ``ClientErrors``, ``BudgetTrims``, ``HistorySummaries``, ``HistorySummaryFailures``,
-    ``OomCaught``, ``BreakerTrips``, ``Fallbacks``, ``EngineRestarts``, ``BedrockFallbackErrors``;
+    ``OomCaught``, ``BreakerTrips``, ``Fallbacks``, ``EngineRestarts``, ``EngineDeaths``, ``BedrockFallbackErrors``;
   - the gateway's observations as raw value arrays (so CloudWatch computes p50/p95/p99):
     ``QueueWaitMs``, ``TimeToFirstTokenMs``, ``RequestLatencyMs``, ``TokensIn``, ``TokensOut``, and
     ``GpuHealthy`` (1 or 0 per GPU health check, see :mod:`gateway.gpu_health`; none without a GPU). EMF
@@ -26,6 +26,11 @@ Every ``interval_s`` the :class:`MetricsAgent` writes EMF JSON lines (namespace
   ``[EndpointName, VariantName, ModelVersion, Adapter]``: ``Requests``, ``RequestErrors``, ``ClientErrors``,
   ``Fallbacks`` (0 included), ``TokensIn`` and, for answers the engine gave, ``RequestLatencyMs``,
   ``TimeToFirstTokenMs``, ``QueueWaitMs``, ``GenerationTimeMs``, ``TokensOut``;
+
+- one line per event recorded in the interval (:meth:`GatewayMetrics.record_event`): an engine death
+  (:mod:`gateway.supervisor`) with ``EngineDeaths`` and, for an out-of-memory death, ``OomCaught``, under the one
+  dimension set ``[EndpointName, VariantName, Cause]``, and the properties ``log_type`` (``engine_death``),
+  ``cause``, ``phase``, ``exit_status``, ``evidence``, ``pid``, ``model_version``;
 
 - one line per GPU (NVML; none without a GPU) with ``GpuUtilization`` and ``GpuMemoryUsedPercent`` and
   two dimension sets, ``[EndpointName, VariantName, Gpu]`` (per device, ``Gpu`` = NVML index) and
@@ -40,7 +45,7 @@ from __future__ import annotations
 from gateway.metrics.agent import MetricsAgent, combine
 from gateway.metrics.emf import GPU_DIMENSION, EmfWriter
 from gateway.metrics.gpu import GpuReader, GpuReading, NvmlGpuReader
-from gateway.metrics.recorder import GATEWAY_COUNTERS, GatewayMetrics, Snapshot
+from gateway.metrics.recorder import GATEWAY_COUNTERS, Event, GatewayMetrics, Snapshot
 from gateway.metrics.vllm_scrape import EngineSample, VllmScraper, engine_metrics, parse_vllm_metrics
 
 __all__ = [
@@ -48,6 +53,7 @@ __all__ = [
     "GPU_DIMENSION",
     "EmfWriter",
     "EngineSample",
+    "Event",
     "GatewayMetrics",
     "GpuReader",
     "GpuReading",

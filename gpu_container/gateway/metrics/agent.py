@@ -133,6 +133,11 @@ class MetricsAgent:
                 await self._writer.emit(metrics)
                 for adapter, series in sorted(snapshot.by_adapter.items()):
                     await self._writer.emit_adapter(combine({}, series), adapter, self._model_version)
+                for event in snapshot.events:
+                    properties = {**event.properties, "model_version": self._model_version}
+                    await self._writer.emit_event(event.counters, event.dimensions, properties)
+                if snapshot.dropped_events:
+                    logger.warning("%d events over the recorder's cap were not written", snapshot.dropped_events)
                 for reading in readings:
                     await self._writer.emit(
                         {

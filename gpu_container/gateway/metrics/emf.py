@@ -129,12 +129,37 @@ class EmfWriter:
         by_version = {**self._base, str(Dimension.MODEL_VERSION): model_version, str(Dimension.ADAPTER): adapter}
         await self._emit(metrics, [by_adapter, by_version] if model_version else [by_adapter])
 
+    async def emit_event(
+        self, metrics: Mapping[MetricName, float], dimensions: Mapping[str, str], properties: Mapping[str, object]
+    ) -> None:
+        """Write one occurrence (an engine death) as its own record: ``metrics`` under the one dimension set
+        ``[EndpointName, VariantName, *dimensions]``, and ``properties`` as plain fields of the JSON line (CloudWatch
+        Logs Insights reads them; they are no metric). The endpoint/variant totals come from :meth:`emit`.
+
+        Examples
+        --------
+        >>> import io, json
+        >>> buffer = io.StringIO()
+        >>> writer = EmfWriter(buffer, "manga-chat", "primary")
+        >>> death = writer.emit_event({MetricName.ENGINE_DEATHS: 1.0}, {"Cause": "xid"}, {"log_type": "engine_death"})
+        >>> import asyncio; asyncio.run(death)
+        >>> record = json.loads(buffer.getvalue())
+        >>> record["Cause"], record["log_type"], record["_aws"]["CloudWatchMetrics"][0]["Dimensions"]
+        ('xid', 'engine_death', [['EndpointName', 'VariantName', 'Cause']])
+        """
+        await self._emit(metrics, [{**self._base, **dimensions}], properties)
+
     async def _emit(
-        self, metrics: Mapping[MetricName, float | Iterable[float]], dimension_sets: list[dict[str, str]]
+        self,
+        metrics: Mapping[MetricName, float | Iterable[float]],
+        dimension_sets: list[dict[str, str]],
+        properties: Mapping[str, object] | None = None,
     ) -> None:
         emf = MetricsLogger(self._resolve_environment)
         emf.set_namespace(NAMESPACE)
         emf.set_dimensions(*dimension_sets, use_default=False)
+        for key, value in (properties or {}).items():
+            emf.set_property(key, value)
         count = 0
         for name, value in metrics.items():
             metric = MetricName(name)

@@ -24,6 +24,7 @@ GATEWAY_COUNTERS: tuple[MetricName, ...] = (
     MetricName.BREAKER_TRIPS,
     MetricName.FALLBACKS,
     MetricName.ENGINE_RESTARTS,
+    MetricName.ENGINE_DEATHS,
     MetricName.BEDROCK_FALLBACK_ERRORS,  # 0 where no fallback model failed (or none is configured)
 )
 
@@ -37,10 +38,24 @@ ADAPTER_COUNTERS: tuple[MetricName, ...] = (
 
 _KNOWN: frozenset[str] = frozenset(MetricName)
 
+#: Events kept per interval; beyond it they are dropped (counted in ``Snapshot.dropped_events``). An engine that
+#: dies in a loop restarts with backoff, so this is never reached short of a bug.
+MAX_EVENTS = 100
+
 
 def _check(name: str) -> None:
     if name not in _KNOWN:
         raise ValueError(f"unknown metric {name!r}: use a fleetops.metrics.MetricName")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One occurrence written as its own EMF record (an engine death): counters under extra dimensions, and
+    properties that say what happened (log fields, not metrics)."""
+
+    dimensions: dict[str, str]
+    counters: dict[MetricName, float]
+    properties: dict[str, object]
 
 
 @dataclass(frozen=True)
@@ -59,12 +74,18 @@ class Snapshot:
     by_adapter
         The finished requests of each adapter seen in the interval (:meth:`GatewayMetrics.record_adapter`),
         with every name in ``ADAPTER_COUNTERS`` present.
+    events
+        The :meth:`GatewayMetrics.record_event` calls of the interval, in order (at most ``MAX_EVENTS``).
+    dropped_events
+        Events left out beyond ``MAX_EVENTS``.
     """
 
     counters: dict[MetricName, float] = field(default_factory=dict)
     observations: dict[MetricName, list[float]] = field(default_factory=dict)
     seen: dict[MetricName, int] = field(default_factory=dict)
     by_adapter: dict[str, Snapshot] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    dropped_events: int = 0
 
 
 class GatewayMetrics:
@@ -99,6 +120,8 @@ class GatewayMetrics:
         self._random = random.Random()
         self._all = _Series()
         self._adapters: dict[str, _Series] = {}
+        self._events: list[Event] = []
+        self._dropped_events = 0
 
     def increment(self, name: MetricName, value: float = 1.0) -> None:
         """Add ``value`` to a counter.
@@ -149,6 +172,33 @@ class GatewayMetrics:
             for name, value in observed.items():
                 series.observe(name, value, self._max_samples, self._random)
 
+    def record_event(
+        self, dimensions: Mapping[str, str], counted: Iterable[MetricName], properties: Mapping[str, object]
+    ) -> None:
+        """Record one occurrence for its own EMF record, with ``dimensions`` beside the endpoint/variant pair.
+
+        Only that record gets the counts: the endpoint/variant totals come from :meth:`increment`, so the caller
+        increments those too, and nothing is counted twice under one dimension set.
+
+        Examples
+        --------
+        >>> metrics = GatewayMetrics()
+        >>> metrics.record_event({"Cause": "cuda_oom"}, [MetricName.ENGINE_DEATHS], {"cause": "cuda_oom"})
+        >>> event = metrics.drain().events[0]
+        >>> event.dimensions, event.counters, event.properties
+        ({'Cause': 'cuda_oom'}, {<MetricName.ENGINE_DEATHS: 'EngineDeaths'>: 1.0}, {'cause': 'cuda_oom'})
+        """
+        counters: dict[MetricName, float] = {}
+        for name in counted:
+            _check(name)
+            counters[name] = counters.get(name, 0.0) + 1.0
+        event = Event(dict(dimensions), counters, dict(properties))
+        with self._lock:
+            if len(self._events) < MAX_EVENTS:
+                self._events.append(event)
+            else:
+                self._dropped_events += 1
+
     def drain(self) -> Snapshot:
         """Return everything recorded since the last drain and start afresh.
 
@@ -160,9 +210,11 @@ class GatewayMetrics:
         with self._lock:
             recorded, self._all = self._all, _Series()
             adapters, self._adapters = self._adapters, {}
+            events, self._events = self._events, []
+            dropped, self._dropped_events = self._dropped_events, 0
         snapshot = recorded.snapshot(GATEWAY_COUNTERS)
         by_adapter = {name: series.snapshot(ADAPTER_COUNTERS) for name, series in adapters.items()}
-        return Snapshot(snapshot.counters, snapshot.observations, snapshot.seen, by_adapter)
+        return Snapshot(snapshot.counters, snapshot.observations, snapshot.seen, by_adapter, events, dropped)
 
 
 class _Series:

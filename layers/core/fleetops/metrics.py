@@ -26,6 +26,9 @@ class Dimension(StrEnum):
     # model version's errors can be told apart; per-adapter alarms watch [EndpointName, VariantName, Adapter].
     ADAPTER = "Adapter"
     MODEL_VERSION = "ModelVersion"
+    # An engine death's record carries why it died (gateway.engine_death.DeathCause: cuda_oom, xid, nccl, killed,
+    # other) in [EndpointName, VariantName, Cause]; the endpoint/variant totals come without it.
+    CAUSE = "Cause"
 
 
 class MetricName(StrEnum):
@@ -56,10 +59,11 @@ class MetricName(StrEnum):
     BUDGET_TRIMS = "BudgetTrims"
     HISTORY_SUMMARIES = "HistorySummaries"  # summary calls to the engine (older turns, when the window slides)
     HISTORY_SUMMARY_FAILURES = "HistorySummaryFailures"  # a summary failed or timed out: the marker instead
-    OOM_CAUGHT = "OomCaught"
+    OOM_CAUGHT = "OomCaught"  # engine calls answered out of memory, and engine deaths of a CUDA OOM
     BREAKER_TRIPS = "BreakerTrips"
     FALLBACKS = "Fallbacks"
     ENGINE_RESTARTS = "EngineRestarts"
+    ENGINE_DEATHS = "EngineDeaths"  # the engine exited, or stopped answering, unasked (a failed start included)
     BEDROCK_FALLBACK_ERRORS = "BedrockFallbackErrors"  # Bedrock failed; the fallback message answered
 
     # --- control plane ---
@@ -98,6 +102,7 @@ UNITS: dict[MetricName, str] = {
     MetricName.BREAKER_TRIPS: "Count",
     MetricName.FALLBACKS: "Count",
     MetricName.ENGINE_RESTARTS: "Count",
+    MetricName.ENGINE_DEATHS: "Count",
     MetricName.BEDROCK_FALLBACK_ERRORS: "Count",
     MetricName.PRESCALE_CHANGES: "Count",
     MetricName.PRESCALE_INVALID_ENTRIES: "Count",

@@ -75,8 +75,8 @@ def test_the_line_has_every_field_and_no_text() -> None:
     record = json.loads(line)
     assert set(record) == {
         "log_type", "request_id", "session_id", "adapter", "model_version", "prompt_version", "stream", "status",
-        "outcome", "error_code", "fallback_reason", "tokens_in", "tokens_out", "dropped_turns", "queue_wait_ms",
-        "ttft_ms", "generation_ms", "latency_ms",
+        "outcome", "error_code", "fallback_reason", "engine_death_cause", "tokens_in", "tokens_out", "dropped_turns",
+        "queue_wait_ms", "ttft_ms", "generation_ms", "latency_ms",
     }  # fmt: skip
     assert (record["request_id"], record["model_version"], record["prompt_version"]) == (
         "req-1",

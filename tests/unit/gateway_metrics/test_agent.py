@@ -222,3 +222,35 @@ def test_a_name_used_as_counter_and_distribution_is_flagged(caplog: pytest.LogCa
     assert metrics[MetricName.TOKENS_OUT] == [32.0]
     assert "both incremented and observed" in caplog.text
     assert "TokensOut" in caplog.text
+
+
+def test_an_engine_death_is_its_own_record_under_its_cause(idle_text: str) -> None:
+    """What the supervisor records for a CUDA OOM death: the totals in the main line, the cause in its own."""
+    recorder, out = GatewayMetrics(), io.StringIO()
+    for name in (MetricName.ENGINE_DEATHS, MetricName.OOM_CAUGHT):
+        recorder.increment(name)
+    properties = {"log_type": "engine_death", "cause": "cuda_oom", "phase": "serving", "exit_status": "exit 1"}
+    recorder.record_event({"Cause": "cuda_oom"}, [MetricName.ENGINE_DEATHS, MetricName.OOM_CAUGHT], properties)
+
+    async def main() -> None:
+        scraper, client = _engine([idle_text])
+        agent = MetricsAgent(recorder, ENGINE, "manga-chat-prod", "canary", out=out, gpu=FakeGpuReader(),
+                             scraper=scraper, model_version="v7")  # fmt: skip
+        async with client:
+            await agent.flush_once()
+
+    asyncio.run(main())
+    main_record, death = check_emf_output(out.getvalue())
+
+    assert (main_record["OomCaught"], main_record["EngineDeaths"]) == (1.0, 1.0)
+    assert "Cause" not in main_record
+    assert death["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["EndpointName", "VariantName", "Cause"]]
+    assert metric_names(death) == {"EngineDeaths", "OomCaught"}
+    assert (death["Cause"], death["OomCaught"], death["EngineDeaths"]) == ("cuda_oom", 1.0, 1.0)
+    assert (death["log_type"], death["cause"], death["phase"], death["exit_status"], death["model_version"]) == (
+        "engine_death",
+        "cuda_oom",
+        "serving",
+        "exit 1",
+        "v7",
+    )

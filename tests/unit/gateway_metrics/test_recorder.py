@@ -10,6 +10,7 @@ import pytest
 
 from fleetops.metrics import MetricName
 from gateway.metrics import GATEWAY_COUNTERS, GatewayMetrics
+from gateway.metrics.recorder import MAX_EVENTS
 
 
 def test_counters_sum_and_drain_resets() -> None:
@@ -131,3 +132,21 @@ def test_safe_from_many_asyncio_tasks() -> None:
     assert snapshot.counters[MetricName.REQUESTS] == 64
     assert snapshot.counters[MetricName.TOKENS_OUT] == 64 * 32
     assert sorted(snapshot.observations[MetricName.TIME_TO_FIRST_TOKEN]) == [float(i) for i in range(64)]
+
+
+def test_events_are_kept_apart_from_the_totals_and_bounded_per_interval() -> None:
+    metrics = GatewayMetrics()
+    for n in range(MAX_EVENTS + 3):
+        metrics.record_event({"Cause": "killed"}, [MetricName.ENGINE_DEATHS], {"n": n})
+
+    snapshot = metrics.drain()
+
+    assert snapshot.counters[MetricName.ENGINE_DEATHS] == 0.0  # the caller counts the totals itself
+    assert [event.properties["n"] for event in snapshot.events] == list(range(MAX_EVENTS))
+    assert snapshot.dropped_events == 3
+    assert (metrics.drain().events, metrics.drain().dropped_events) == ([], 0)
+
+
+def test_an_event_with_an_unknown_metric_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown metric 'OomKilled'"):
+        GatewayMetrics().record_event({"Cause": "killed"}, ["OomKilled"], {})  # type: ignore[list-item]
