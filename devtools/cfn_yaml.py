@@ -33,6 +33,18 @@ class UnresolvableError(ValueError):
     """The value needs something only a deployed stack has (a resource attribute, an unknown name)."""
 
 
+class Deployed(str):
+    """A value only a deployed stack has (``!Ref Topic`` passed to a nested stack): using it raises."""
+
+    __slots__ = ("why",)
+    why: str
+
+    def __new__(cls, why: str) -> Deployed:
+        value = super().__new__(cls, "")
+        value.why = why
+        return value
+
+
 def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
     value: Any
     if isinstance(node, yaml.ScalarNode):
@@ -159,11 +171,7 @@ def _resolve(value: Any, refs: Mapping[str, str], condition: Any) -> Any:
 
 def _intrinsic(key: str, arg: Any, refs: Mapping[str, str], condition: Any) -> Any:  # noqa: PLR0911
     if key == "Ref":
-        if arg == "AWS::NoValue":
-            return NO_VALUE
-        if arg not in refs:
-            raise UnresolvableError(f"!Ref {arg} names no parameter (a resource exists only once deployed)")
-        return refs[arg]
+        return _ref(arg, refs)
     if key == "Fn::Sub":
         text, extra = (arg, {}) if isinstance(arg, str) else (arg[0], arg[1])
         names = {**refs, **{k: str(_resolve(v, refs, condition)) for k, v in extra.items()}}
@@ -190,6 +198,17 @@ def _intrinsic(key: str, arg: Any, refs: Mapping[str, str], condition: Any) -> A
     raise UnresolvableError(f"{key} {arg!r} needs a deployed stack")
 
 
+def _ref(name: str, refs: Mapping[str, str]) -> Any:
+    if name == "AWS::NoValue":
+        return NO_VALUE
+    if name not in refs:
+        raise UnresolvableError(f"!Ref {name} names no parameter (a resource exists only once deployed)")
+    value = refs[name]
+    if isinstance(value, Deployed):
+        raise UnresolvableError(f"!Ref {name}: {value.why}")
+    return value
+
+
 def _list_intrinsic(key: str, arg: Any, refs: Mapping[str, str], condition: Any) -> Any:
     if key == "Fn::Split":
         separator, text = arg
@@ -206,7 +225,10 @@ def _sub_variable(name: str, names: Mapping[str, str]) -> str:
         return "${" + name[1:] + "}"
     if name not in names:
         raise UnresolvableError(f"${{{name}}} in !Sub names no parameter (a resource attribute needs a deployed stack)")
-    return names[name]
+    value = names[name]
+    if isinstance(value, Deployed):
+        raise UnresolvableError(f"${{{name}}} in !Sub: {value.why}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -224,10 +246,18 @@ class StackResource:
 
 
 def stack_resources(
-    template: Path, kind: str, stack_name: str, parameters: Mapping[str, str] | None = None
+    template: Path,
+    kind: str,
+    stack_name: str,
+    parameters: Mapping[str, str] | None = None,
+    resources: Mapping[str, str] | None = None,
 ) -> Iterator[StackResource]:
     """Every ``kind`` resource a deployment of ``template`` creates, through its local ``AWS::Serverless::Application``
     templates (parameters passed as the parent resolves them), skipping resources whose ``Condition`` is false.
+
+    ``resources`` are what ``!Ref`` answers for top-level resources the caller created (a topic's ARN). A nested
+    parameter the parent passes from any other resource is known only once deployed: a resource that uses it
+    raises :class:`UnresolvableError` when resolved, the others resolve.
 
     Raises
     ------
@@ -235,7 +265,7 @@ def stack_resources(
         For a parameter that is unknown or missing, or an application whose ``Location`` is not a local file.
     """
     top = load(template)
-    refs = {**pseudo_parameters(stack_name), **parameter_values(top, parameters)}
+    refs = {**pseudo_parameters(stack_name), **(resources or {}), **parameter_values(top, parameters)}
     yield from _resources_in(top, kind, stack_name, refs, "")
     conditions = condition_values(top, refs)
     for app_id, app in resources_of_type(top, "AWS::Serverless::Application").items():
@@ -245,9 +275,15 @@ def stack_resources(
         if not isinstance(location, str):
             raise UnresolvableError(f"{app_id}: only a local template Location is emulated, got {location!r}")
         nested = load(template.parent / location)
-        given = resolve(app["Properties"].get("Parameters") or {}, refs, conditions)
+        given: dict[str, str] = {}
+        deployed: dict[str, Deployed] = {}
+        for name, value in (app["Properties"].get("Parameters") or {}).items():
+            try:
+                given[name] = resolve(value, refs, conditions)
+            except UnresolvableError as exc:
+                given[name], deployed[name] = "", Deployed(f"{app_id} parameter {name}: {exc}")
         nested_name = f"{stack_name}-{app_id}"
-        nested_refs = {**pseudo_parameters(nested_name), **parameter_values(nested, given)}
+        nested_refs = {**pseudo_parameters(nested_name), **parameter_values(nested, given), **deployed}
         yield from _resources_in(nested, kind, nested_name, nested_refs, f"{app_id}/")
 
 

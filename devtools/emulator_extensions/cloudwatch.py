@@ -3,7 +3,8 @@ added to moto 5.2.5 by this project, in GetMetricData and in GetMetricStatistics
 
 moto computes Sum/Average/Minimum/Maximum/SampleCount only: it answers ``None`` for any other statistic (which
 its own serialiser then fails on, a 500) and leaves ``ExtendedStatistics`` out of GetMetricStatistics. Here both
-are computed exactly from the period's raw samples, as CloudWatch defines them:
+are computed exactly from the period's raw samples, as CloudWatch defines them (and a single-metric alarm's
+``ExtendedStatistic`` may be a percentile rank, which moto refuses):
 
 - ``pNN``: the nearest-rank percentile of the samples;
 - ``PR(lo:hi)``: the percentage (0-100) of the samples above ``lo`` and at or below ``hi`` (either bound may be
@@ -143,6 +144,19 @@ def install() -> None:
             datapoint.extended_statistics = {s: float(v) for s, v in values.items() if v is not None}
         return answer
 
+    original_put = CloudWatchBackend.put_metric_alarm
+
+    def put_metric_alarm(self: CloudWatchBackend, *args: Any, **kwargs: Any) -> Any:
+        # moto takes pNN only as a single-metric alarm's ExtendedStatistic; CloudWatch also takes PR(lo:hi).
+        extended = kwargs.get("extended_statistic")
+        if not extended or _PERCENTILE.fullmatch(extended):
+            return original_put(self, *args, **kwargs)
+        _extended(extended)  # refused by name unless computed here
+        alarm = original_put(self, *args, **{**kwargs, "extended_statistic": None})
+        alarm.extended_statistic = extended
+        return alarm
+
+    CloudWatchBackend.put_metric_alarm = put_metric_alarm  # type: ignore[method-assign]
     CloudWatchBackend.get_metric_data = get_metric_data  # type: ignore[method-assign]
     CloudWatchResponse.get_metric_statistics = get_metric_statistics  # type: ignore[method-assign]
     Statistics._fleet_patched = True  # type: ignore[attr-defined]

@@ -180,7 +180,8 @@ def _expected_alarm_names(props: dict[str, Any], variant: str) -> list[str]:
     """
     sub = props["AlarmName"]["Fn::Sub"]
     template, variables = (sub, {}) if isinstance(sub, str) else sub
-    name = template.replace("${AlarmNamePrefix}", PREFIX).replace("${EndpointName}", ENDPOINT)
+    name = template.replace("${AlarmNamePrefix}", PREFIX).replace("${SloAlarmNamePrefix}", f"{STACK}-slo-")
+    name = name.replace("${EndpointName}", ENDPOINT)
     name = name.replace("${VariantName}", variant)
     if "Adapter" not in variables:
         return [name]

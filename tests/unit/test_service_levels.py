@@ -49,6 +49,7 @@ def expected_lines(playbook: Playbook) -> dict[str, float]:
         "adapter-latency alarm": slo.adapter_latency_alarm_ms,
         "adapter baseline p95": slo.adapter_latency_p95_baseline_ms,
         "prefix-cache alarm": playbook.alarms["prefix-cache"].threshold,
+        "queue-wait alarm": playbook.alarms["queue-wait-p95"].threshold,
     }
 
 
@@ -86,6 +87,7 @@ def _thresholds(kind: str) -> set[float]:
 
 def test_the_alarms_fire_at_the_declared_numbers(playbook: Playbook) -> None:
     assert _thresholds("error-rate") == {playbook.slo.error_rate_percent}
+    assert _thresholds("ttft-p95") == {playbook.slo.ttft_p95_ms}
     assert _thresholds("adapter-latency") == {playbook.slo.adapter_latency_alarm_ms}
     assert playbook.slo.adapter_latency_alarm_ms == 2 * playbook.slo.adapter_latency_p95_baseline_ms
     assert _thresholds("prefix-cache") == {50.0}

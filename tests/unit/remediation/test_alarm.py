@@ -26,6 +26,9 @@ from tests.unit.remediation.conftest import PREFIX, event, parsed
         ("alarm_error_rate_canary_alarm", "error-rate", "canary", "ALARM", 11.0 / 5),
         ("alarm_prefix_cache_canary_alarm", "prefix-cache", "canary", "ALARM", 1.0),  # below its threshold
         ("alarm_adapter_latency_canary_alarm", "adapter-latency", "canary", "ALARM", 13002.0 / 10000),
+        ("alarm_gpu_unhealthy_primary_alarm", "gpu-unhealthy", "primary", "ALARM", 1.0),  # below its threshold
+        ("alarm_queue_wait_p95_primary_alarm", "queue-wait-p95", "primary", "ALARM", 301.0 / 150),
+        ("alarm_preemptions_canary_alarm", "preemptions", "canary", "ALARM", 1.0),  # threshold 0
     ],
 )
 def test_every_sample_event_parses(

@@ -41,6 +41,9 @@ def test_shipped_playbook_has_the_field_defaults(playbook: Playbook) -> None:
         "prefix-cache",
         "adapter-latency",
         "error-rate",
+        "gpu-unhealthy",
+        "queue-wait-p95",
+        "preemptions",
     }
 
 

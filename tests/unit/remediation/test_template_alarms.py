@@ -12,7 +12,20 @@ from tests.unit.cfn_yaml import load, resources_of_type
 
 VARIANT = load(REPO / "templates/variant_remediation.yaml")
 MAIN = load(REPO / "template.yaml")
-ALARMS = resources_of_type(VARIANT, "AWS::CloudWatch::Alarm")
+
+
+def _name(props: dict[str, Any]) -> str:
+    """The alarm name's !Sub template (a per-adapter alarm: !Sub [<name>-${Adapter}, {Adapter: ...}])."""
+    sub = props["AlarmName"]["Fn::Sub"]
+    return str(sub[0] if isinstance(sub, list) else sub)
+
+
+# The responder's alarms; the SLO burn-rate alarms (${SloAlarmNamePrefix}...) are tests/unit/test_slo_alarms.py's.
+ALARMS = {
+    logical_id: alarm
+    for logical_id, alarm in resources_of_type(VARIANT, "AWS::CloudWatch::Alarm").items()
+    if _name(alarm["Properties"]).startswith("${AlarmNamePrefix}")
+}
 PREFIX = {"Fn::Sub": "${AWS::StackName}-remediation-"}
 
 

@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import Field, ValidationError, model_validator
 
 from fleetops.metrics import MetricName
+from fleetops.remediation.burn_rate import burn_rate_alarms
 from fleetops.validation import StrictModel, read_yaml_mapping
 
 
@@ -98,6 +99,23 @@ class Rails(StrictModel):
         return timedelta(seconds=self.raise_hold_seconds)
 
 
+class BurnRateTier(StrictModel):
+    """One multi-window burn-rate alert: it fires while both windows spend the error budget ``burn_rate`` times
+    faster than the SLO allows (the long window proves it is real, the short one that it is still happening)."""
+
+    name: str = Field(pattern=r"^[a-z]+$", description="fast, slow: part of the alarm names")
+    burn_rate: float = Field(gt=0)
+    long_window_minutes: int = Field(ge=2, le=10080, description="CloudWatch evaluates at most 7 days")
+    short_window_minutes: int = Field(ge=1)
+    action: Literal["page", "notify"]
+
+    @model_validator(mode="after")
+    def _short_inside_long(self) -> BurnRateTier:
+        if self.short_window_minutes >= self.long_window_minutes:
+            raise ValueError(f"burn-rate tier {self.name!r}: the short window must be shorter than the long one")
+        return self
+
+
 class ServiceLevels(StrictModel):
     """The service-level objectives of an endpoint, declared once: the alarms and the dashboard use these numbers
     (``tests/unit/test_service_levels.py`` fails when ``template.yaml`` or the nested templates drift from them)."""
@@ -105,13 +123,23 @@ class ServiceLevels(StrictModel):
     availability_percent: float = Field(gt=0, lt=100, description="answers that are not server errors, 30 days")
     error_rate_percent: float = Field(gt=0, lt=100, description="server errors per minute that page (error-rate)")
     ttft_p50_ms: float = Field(gt=0, description="median time to first token")
+    ttft_p95_ms: float = Field(gt=0, description="95 % of first tokens within this (ttft-p95 alarm, TTFT burn rate)")
     latency_p99_ms: float = Field(gt=0, description="99th percentile of a whole answer")
     adapter_latency_p95_baseline_ms: float = Field(gt=0, description="an adapter's usual p95 answer latency")
     adapter_latency_factor: float = Field(gt=1, description="adapter-latency fires at this multiple of the baseline")
+    burn_rate_tiers: tuple[BurnRateTier, ...] = Field(min_length=1)
 
     @property
     def adapter_latency_alarm_ms(self) -> float:
         return self.adapter_latency_p95_baseline_ms * self.adapter_latency_factor
+
+    @model_validator(mode="after")
+    def _tiers_named_once(self) -> ServiceLevels:
+        names = [t.name for t in self.burn_rate_tiers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"slo.burn_rate_tiers: each tier needs its own name, got {names}")
+        burn_rate_alarms(self)  # a tier no window can show fails here, naming it
+        return self
 
 
 class Playbook(StrictModel):
@@ -132,7 +160,11 @@ class Playbook(StrictModel):
         bad = [k for k in self.alarms if not k.replace("-", "").isalnum() or k != k.lower()]
         if bad:
             raise ValueError(f"alarm kinds must be lower-case kebab-case (they appear in alarm names): {bad}")
-        slo_bound = {"error-rate": self.slo.error_rate_percent, "adapter-latency": self.slo.adapter_latency_alarm_ms}
+        slo_bound = {
+            "error-rate": self.slo.error_rate_percent,
+            "adapter-latency": self.slo.adapter_latency_alarm_ms,
+            "ttft-p95": self.slo.ttft_p95_ms,
+        }
         drifted = {k: (self.alarms[k].threshold, v) for k, v in slo_bound.items() if k in self.alarms}
         drifted = {k: pair for k, pair in drifted.items() if pair[0] != pair[1]}
         if drifted:
