@@ -3,6 +3,11 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 SAM_VENV := .venv-sam
+PY313_VENV := .venv-py313
+# Lambda's runtime (template.yaml: python3.13, arm64): `sam build` and the control plane's unit tests need it.
+PYTHON313 ?= $(shell devtools/find_python.sh 3.13)
+NO_PYTHON313 = { echo "Python 3.13 (Lambda's runtime) not found: install it (pyenv install 3.13, or uv python install 3.13)" \
+	"or name it: make PYTHON313=/path/to/python3.13" >&2; exit 1; }
 IAC_VENV := .venv-iac
 STAMPS := .stamps
 BENCH ?=
@@ -18,11 +23,12 @@ export PYTHONPATH := layers/core:gpu_container:.
 export PYTHONUNBUFFERED := 1
 
 .PHONY: demo test test-fast test-durations pytest-all lint typecheck validate iac-scan unit integration container bench \
-	simulate clean install
+	simulate clean install build unit-py313 lock
 
-install: $(STAMPS)/venv $(STAMPS)/sam $(STAMPS)/node $(STAMPS)/iac
+install: $(STAMPS)/venv $(STAMPS)/sam $(STAMPS)/node $(STAMPS)/iac $(STAMPS)/py313
 
-$(STAMPS)/venv: requirements/dev.txt layers/core/requirements.txt gpu_container/requirements.txt pyproject.toml
+$(STAMPS)/venv: requirements/dev.txt layers/core/requirements.in layers/core/constraints.txt gpu_container/requirements.txt \
+		pyproject.toml
 	@mkdir -p $(STAMPS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
@@ -41,6 +47,23 @@ $(STAMPS)/sam: requirements/sam.txt
 	$(SAM_VENV)/bin/pip install --quiet -r requirements/sam.txt
 	@touch $@
 
+$(STAMPS)/py313: requirements/py313.txt layers/core/requirements.in layers/core/constraints.txt
+	@test -n "$(PYTHON313)" || $(NO_PYTHON313)
+	@mkdir -p $(STAMPS)
+	$(PYTHON313) -m venv $(PY313_VENV)
+	$(PY313_VENV)/bin/pip install --quiet --upgrade pip
+	$(PY313_VENV)/bin/pip install --quiet -r requirements/py313.txt
+	@touch $@
+
+# The layer's lock: edit layers/core/requirements.in, then `make lock` (uv resolves for Python 3.11-3.13 on every
+# platform). requirements.txt (hashed) is what sam build bundles; constraints.txt (the same pins) what the test
+# environments install.
+lock: $(STAMPS)/venv
+	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --custom-compile-command "make lock" \
+		--generate-hashes layers/core/requirements.in -o layers/core/requirements.txt
+	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --custom-compile-command "make lock" \
+		--no-annotate layers/core/requirements.in -o layers/core/constraints.txt
+
 $(STAMPS)/iac: requirements/iac-scan.txt
 	@mkdir -p $(STAMPS)
 	$(PYTHON) -m venv $(IAC_VENV)
@@ -56,7 +79,7 @@ demo: $(STAMPS)/venv
 	$(BIN)/python -m demo
 
 # Test tiers (README, Development notes). `make test` is what CI runs: every check and every test.
-test: install lint typecheck duplicates validate iac-scan
+test: install lint typecheck duplicates validate iac-scan build unit-py313
 	@$(MAKE) --no-print-directory pytest-all; rc=$$?; $(ELAPSED); exit $$rc
 
 # Every test, in two runs: those that start no engine on both cores (pytest-xdist; each worker has its own moto
@@ -98,6 +121,19 @@ duplicates: $(STAMPS)/venv
 	$(BIN)/pylint --recursive=y --disable=all --enable=duplicate-code --min-similarity-lines=6 --score=n \
 		layers/core functions gpu_container/gateway fleetsim devtools fleetctl
 
+# What `sam build` builds for a deploy (samconfig.toml; python3.13 on arm64, wheels for that platform, no Docker),
+# then checked: handlers present, the layer's packages as locked and as tested, within Lambda's size limit.
+build: $(STAMPS)/sam $(STAMPS)/venv
+	@test -n "$(PYTHON313)" || $(NO_PYTHON313)
+	PATH="$(dir $(PYTHON313)):$$PATH" SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam build --template template.yaml >/dev/null
+	$(BIN)/python -m devtools.check_build .aws-sam/build
+
+# The control plane's unit tests again on Lambda's Python (3.13), with the layer's locked packages.
+CONTROL_PLANE_UNIT := tests/unit/remediation tests/unit/rollout tests/unit/prescale tests/unit/promotion \
+	tests/unit/bedrock tests/unit/test_retry.py tests/unit/test_build_check.py
+unit-py313: $(STAMPS)/py313
+	$(PY313_VENV)/bin/python -m pytest $(CONTROL_PLANE_UNIT) $(XDIST) -q -p no:cacheprovider $(PYTEST_ARGS)
+
 validate: $(STAMPS)/sam $(STAMPS)/node
 	@for t in template.yaml templates/*.yaml; do $(SAM_VENV)/bin/sam validate --lint --template "$$t" || exit 1; done
 	npx --no-install asl-validator $(addprefix --json-path ,$(wildcard statemachines/*.asl.json))
@@ -132,4 +168,4 @@ simulate: $(STAMPS)/venv
 	$(BIN)/python -m fleetsim $(ARGS)
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) $(IAC_VENV) $(STAMPS) node_modules .aws-sam .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SAM_VENV) $(IAC_VENV) $(PY313_VENV) $(STAMPS) node_modules .aws-sam .pytest_cache .mypy_cache .ruff_cache
