@@ -23,6 +23,7 @@ from fleetops.aws.switches import KillSwitch
 from fleetops.config import load_fleet_config
 from fleetops.metrics import MetricName
 from fleetops.remediation.alarm import AlarmStateChangeEvent
+from fleetops.remediation.alarm_states import AlarmStates
 from fleetops.remediation.models import load_playbook
 from fleetops.remediation.responder import Ports, RemediationIncompleteError, Responder, ResponderConfig, Response
 from fleetops.remediation.rollback_workflow import RollbackWorkflow
@@ -86,6 +87,7 @@ def dependencies() -> Ports:
         weights=VariantWeights(),
         wait_ready=partial(wait_in_service, timeout_s=settings.ready_timeout_seconds),
         rollback=RollbackWorkflow(arn) if arn else None,
+        alarm_states=AlarmStates(),  # a late event the alarm has overtaken is dropped, not acted on
     )
 
 

@@ -22,6 +22,7 @@ from fleetops.aws.sagemaker_endpoint import VariantWeights, wait_in_service
 from fleetops.aws.switches import KillSwitch
 from fleetops.config import load_fleet_config
 from fleetops.remediation.alarm import AlarmStateChangeEvent
+from fleetops.remediation.alarm_states import AlarmStates
 from fleetops.remediation.models import Playbook, load_playbook
 from fleetops.remediation.responder import Ports, Responder, ResponderConfig
 from fleetops.remediation.rollback_workflow import RollbackWorkflow
@@ -90,6 +91,7 @@ def build_responder(
         weights=VariantWeights(retry=FAST_RETRY),
         wait_ready=lambda name: wait_in_service(name, timeout_s=5, max_wait_s=0.2),
         rollback=RollbackWorkflow(stack.rollback_arn) if stack.rollback_arn else None,
+        alarm_states=AlarmStates(),
     )
     ports = replace(ports, **port_overrides)
     config = ResponderConfig(

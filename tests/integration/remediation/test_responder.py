@@ -194,6 +194,32 @@ def test_a_canary_rollback_goes_ahead_under_the_kill_switch_and_a_spent_rate_lim
     assert response.outcomes[0].outcome == "applied"
 
 
+def test_a_late_alarm_event_whose_alarm_is_ok_again_is_dropped_and_audited(stack: Stack) -> None:
+    """An ALARM event delivered after its alarm went OK (EventBridge and Lambda retries, out of order) no longer
+    scales anything out: the responder asks CloudWatch, and the audit says why it did nothing. Once the alarm is
+    in ALARM again, the same kind of event acts."""
+    event = alarm_event("alarm_queue_depth_alarm")
+    cloudwatch = boto3.client("cloudwatch")
+    cloudwatch.put_metric_alarm(
+        AlarmName=event.detail.alarm_name, Namespace="MangaLLM/Gateway", MetricName="QueueDepth", Statistic="Maximum",
+        Period=60, EvaluationPeriods=1, Threshold=50.0, ComparisonOperator="GreaterThanThreshold",
+    )  # fmt: skip
+    cloudwatch.set_alarm_state(AlarmName=event.detail.alarm_name, StateValue="OK", StateReason="recovered")
+
+    response = build_responder(stack).respond(event)
+
+    assert response.status == "ignored", response
+    assert response.reason.startswith("stale event: the alarm has been OK since "), response.reason
+    assert "this ALARM from 2026-11-21T19:02:00+00:00 no longer holds" in response.reason
+    assert stack.min_capacity("primary") == 2
+    (record,) = stack.audit()
+    assert (record.action, record.outcome, record.reason) == ("stale_event:primary", "skipped", response.reason)
+
+    cloudwatch.set_alarm_state(AlarmName=event.detail.alarm_name, StateValue="ALARM", StateReason="breached again")
+    build_responder(stack).respond(alarm_event("alarm_queue_depth_alarm", at="2026-11-21T19:30:00Z"))
+    assert stack.min_capacity("primary") == 6
+
+
 def test_oom_on_the_primary_only_notifies(stack: Stack) -> None:
     response = build_responder(stack).respond(alarm_event("alarm_oom_primary_alarm"))
     assert response.outcomes == ()

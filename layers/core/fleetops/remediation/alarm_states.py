@@ -2,7 +2,8 @@
 
 The responder learns of OK transitions from EventBridge, which neither guarantees order nor delivery: an OK
 that arrives before its (delayed) ALARM, or never arrives, would leave a raise waiting for an alarm that is long
-OK. The pre-scale reconciler asks CloudWatch instead before it gives up on releasing a raise.
+OK. The pre-scale reconciler asks CloudWatch instead before it gives up on releasing a raise, and the alarm
+responder before it acts on an event that may have been overtaken (:mod:`fleetops.remediation.staleness`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from fleetops.aws import clients
+from fleetops.remediation.staleness import AlarmNow
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient
@@ -40,3 +42,10 @@ class AlarmStates:
         if not found or any(alarm["StateValue"] != "OK" for alarm in found):
             return None
         return max(alarm["StateUpdatedTimestamp"] for alarm in found)
+
+    def current(self, alarm_name: str) -> AlarmNow | None:
+        """The alarm's state now and when it last changed; ``None`` when no such metric alarm exists."""
+        found = self._client.describe_alarms(AlarmNames=[alarm_name], AlarmTypes=["MetricAlarm"]).get("MetricAlarms")
+        if not found:
+            return None
+        return AlarmNow(state=found[0]["StateValue"], updated_at=found[0]["StateUpdatedTimestamp"])

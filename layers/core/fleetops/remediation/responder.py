@@ -1,6 +1,7 @@
 """Apply the playbook's decision for one alarm transition through injected AWS adapters.
 
-Order of work: parse and resolve the alarm (ignored ones stop here), read what the decision needs,
+Order of work: parse and resolve the alarm (ignored ones stop here), drop an event the alarm's own state has
+overtaken (audited; :mod:`fleetops.remediation.staleness`), read what the decision needs,
 :func:`~fleetops.remediation.decide.decide`, apply the ``go`` plans (capacity and weight changes under
 the endpoint lease, after the endpoint is InService, re-deciding on fresh state), keep the variant's
 raise record (:mod:`fleetops.remediation.raises`) in step with the alarm, then audit every plan, notify,
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from aws_lambda_powertools import Logger
@@ -28,6 +30,7 @@ from fleetops.remediation.alarm import IgnoredAlarmError, ParsedAlarm, parse_ala
 from fleetops.remediation.decide import ActionPlan, Decision, Gate, RailState, decide, plan_scale_out
 from fleetops.remediation.models import FLEET_CHANGING, ActionType
 from fleetops.remediation.rollback_workflow import execution_name
+from fleetops.remediation.staleness import stale_because
 
 if TYPE_CHECKING:
     from fleetops.aws.audit_table import AuditTable
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
     from fleetops.capacity import ScalableTarget
     from fleetops.config import FleetConfig, VariantConfig
     from fleetops.remediation.alarm import AlarmStateChangeEvent
+    from fleetops.remediation.alarm_states import AlarmStates
     from fleetops.remediation.models import Playbook
     from fleetops.remediation.raises import RaiseRecord
     from fleetops.remediation.rollback_workflow import RollbackWorkflow
@@ -47,6 +51,8 @@ if TYPE_CHECKING:
 logger = Logger(child=True)
 
 ACTOR = "alarm_responder"
+#: The audit action of an event dropped as stale.
+STALE_EVENT = "stale_event"
 
 
 class ActionOutcome(BaseModel):
@@ -100,6 +106,9 @@ class Ports:
     weights: VariantWeights
     wait_ready: Callable[[str], object]
     rollback: RollbackWorkflow | None = None
+    #: The alarms' own state, asked before acting on an event that may be stale (``None``: not asked).
+    alarm_states: AlarmStates | None = None
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
 
 @dataclass(frozen=True)
@@ -160,6 +169,9 @@ class Responder:
         except IgnoredAlarmError as exc:
             logger.warning("alarm ignored", extra={"alarm_name": event.detail.alarm_name, "why": str(exc)})
             return Response(status="ignored", reason=str(exc), alarm_name=event.detail.alarm_name)
+        stale = self._stale(alarm)
+        if stale is not None:
+            return self._drop_stale(alarm, variant, stale)
         decision = self._decide(alarm, variant)
         outcomes = [self._apply(plan, decision, variant) for plan in decision.plans if plan.action != ActionType.NOTIFY]
         outcomes = self._track_raise(alarm, variant, outcomes)
@@ -185,6 +197,44 @@ class Responder:
         if trouble:
             raise RemediationIncompleteError(response)
         return response
+
+    # --- stale events ---
+
+    def _stale(self, alarm: ParsedAlarm) -> str | None:
+        if self.ports.alarm_states is None:
+            return None
+        try:
+            now_state, readable = self.ports.alarm_states.current(alarm.alarm_name), True
+        except (ClientError, BotoCoreError):
+            logger.warning("alarm state unreadable", extra={"alarm_name": alarm.alarm_name}, exc_info=True)
+            now_state, readable = None, False
+        return stale_because(alarm, now_state, self.ports.clock(), readable=readable)
+
+    def _drop_stale(self, alarm: ParsedAlarm, variant: VariantConfig, why: str) -> Response:
+        """Audited and logged, never acted on: neither a scale-out after OK nor an abort of a newer rollout."""
+        logger.warning("stale alarm event dropped", extra={"alarm_name": alarm.alarm_name, "why": why})
+        record = AuditRecord(
+            endpoint_name=alarm.endpoint_name,
+            actor=ACTOR,
+            trigger=alarm.alarm_name,
+            action=f"{STALE_EVENT}:{alarm.variant_name}",
+            reason=why,
+            outcome="skipped",
+            dry_run=self.config.dry_run,
+            at=alarm.at,
+        )
+        self.ports.audit.write(record)
+        return Response(
+            status="ignored",
+            reason=why,
+            alarm_name=alarm.alarm_name,
+            kind=alarm.kind,
+            endpoint_name=alarm.endpoint_name,
+            variant_name=alarm.variant_name,
+            role=variant.role,
+            state=alarm.state,
+            dry_run=self.config.dry_run,
+        )
 
     # --- deciding ---
 
