@@ -6,6 +6,7 @@ import argparse
 import os
 from datetime import UTC, datetime
 from functools import cached_property
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
@@ -17,8 +18,8 @@ from fleetctl.stack import Stack, resolve
 if TYPE_CHECKING:
     from fleetops.config import FleetConfig
 
-#: The fleet file of this checkout (the layer deploys it).
-DEFAULT_FLEET = Path(__file__).resolve().parents[1] / "layers" / "core" / "fleet_config" / "fleet.yaml"
+#: The fleet file of this checkout (the layer deploys it), or the copy an installed fleetctl carries.
+DEFAULT_FLEET = Path(str(resources.files("fleet_config") / "fleet.yaml"))
 
 
 class Context:
