@@ -27,6 +27,10 @@ COMMANDS = [
     ["rollout", "reject"],
     ["rollout", "abort"],
     ["rollback"],
+    ["endpoint"],
+    ["endpoint", "create"],
+    ["model"],
+    ["model", "package"],
 ]
 
 
