@@ -24,7 +24,9 @@ See, explain and undo what the fleet's automation does, one command per question
   rollout     start, follow, approve, reject or abort a canary rollout
   rollback    return the endpoint to the model before the last promotion
   kill-switch stop (engage) or resume (release) every automated change
-  simulate    the capacity simulator (python -m fleetsim)"""
+  simulate    the capacity simulator (python -m fleetsim)
+  endpoint    create the first endpoint from fleet.yaml (model, config, endpoint, scalable targets)
+  model       package a model folder as model.tar.gz, check it, print its digests"""
 
 EPILOG = f"""\
 The stack is named with --stack or FLEETCTL_STACK; every resource is found from its outputs.
@@ -96,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     rollback.add_argument("endpoint", nargs="?", help="default: the stack's RemediatedEndpointName")
     rollback.add_argument("--reason", required=True, help="why (audited, and in the notification)")
     _wait_options(rollback, default_wait=True)
+    _add_endpoint_and_model(sub, common)
     simulate = _command(sub, "simulate", "simulate", "the capacity simulator (python -m fleetsim)", [])
     simulate.add_argument("args", nargs=argparse.REMAINDER, help="fleetsim's arguments (fleetctl simulate --help)")
     return parser
@@ -162,11 +165,51 @@ def _add_rollout(sub: Subparsers, common: list[argparse.ArgumentParser]) -> None
     _wait_options(abort, default_wait=True)
 
 
-def _wait_options(parser: argparse.ArgumentParser, default_wait: bool) -> None:
+def _add_endpoint_and_model(sub: Subparsers, common: list[argparse.ArgumentParser]) -> None:
+    endpoint = _command(sub, "endpoint", "endpoint", "create the first endpoint from fleet.yaml", common)
+    ep = endpoint.add_subparsers(dest="endpoint_action", metavar="ACTION", required=True)
+    create = ep.add_parser(
+        "create",
+        help="models, endpoint config, endpoint and scalable targets from fleet.yaml; an existing endpoint is kept",
+        parents=common,
+        description="Create the endpoint fleet.yaml names, serving a first model on its primary variants: instance "
+        "type, floor (initial count), cap, AMI and timeouts from fleet.yaml. Needs no stack: run it before sam "
+        "deploy. Flags override the endpoint's initial_model in fleet.yaml.",
+    )
+    create.add_argument("endpoint_name", metavar="ENDPOINT", help="an endpoint fleet.yaml lists")
+    create.add_argument("--image-uri", help="the ECR image (ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO:TAG)")
+    create.add_argument("--model-data-url", help="s3://.../model.tar.gz (fleetctl model package --upload)")
+    create.add_argument("--model-version", help="the model version, e.g. v1 (names the model and config)")
+    create.add_argument("--execution-role-arn", help="the model execution role (the stack's ModelExecutionRoleArn)")
+    _wait_options(create, default_wait=True, timeout=1800.0)
+    model = _command(sub, "model", "model", "model artifacts: package, check, digest", common)
+    mo = model.add_subparsers(dest="model_action", metavar="ACTION", required=True)
+    package = mo.add_parser(
+        "package",
+        help="model.tar.gz in SageMaker's layout, checked by the artifact gate, with its sha256 digests",
+        parents=common,
+        description="Pack DIR (the base model at its root, LoRA adapters in folders of their own) as model.tar.gz, "
+        "run the rollout's artifact gate on it, print the base and adapter digests, optionally upload it, and write "
+        "a rollout request with them filled in.",
+    )
+    package.add_argument("directory", metavar="DIR", help="the model folder")
+    package.add_argument("--output", default="model.tar.gz", help="where to write the tarball (default model.tar.gz)")
+    package.add_argument("--upload", metavar="S3_PREFIX", help="upload to S3_PREFIX/model.tar.gz, e.g. s3://b/m/v7")
+    package.add_argument(
+        "--request", default="rollout.json", help="the rollout request to write (default rollout.json)"
+    )
+    package.add_argument("--name", default="manga-llama", help="model family in the registry (default manga-llama)")
+    package.add_argument("--model-version", required=True, help="the version, e.g. v7")
+    package.add_argument("--endpoint", default="manga-chat-prod", help="the endpoint the request rolls out to")
+    package.add_argument("--image-uri", default="", help="the image the request deploys")
+    package.add_argument("--adapter-version", default="v1", help="version of adapters not named ADAPTER/VERSION")
+
+
+def _wait_options(parser: argparse.ArgumentParser, default_wait: bool, timeout: float = 900.0) -> None:
     wait = parser.add_mutually_exclusive_group()
     wait.add_argument("--wait", dest="wait", action="store_true", default=default_wait, help="follow it to the end")
     wait.add_argument("--no-wait", dest="wait", action="store_false", help="return once it has started")
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds --wait waits (default 900)")
+    parser.add_argument("--timeout", type=float, default=timeout, help=f"seconds --wait waits (default {timeout:g})")
 
 
 def _environment(args: argparse.Namespace) -> None:

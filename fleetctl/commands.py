@@ -252,6 +252,64 @@ def _rollback_result(
     return _rollout_exit(run.status)
 
 
+def endpoint(args: argparse.Namespace, out: Output) -> int:
+    from fleetctl import endpoint_create as core
+    from fleetctl.endpoint_spec import EndpointSpecError, build_spec, first_model
+    from fleetctl.views import endpoint as view
+
+    ctx = Context(args)
+    listed = ctx.fleet.endpoint(args.endpoint_name)
+    if listed is None:
+        names = ", ".join(sorted(ctx.fleet.endpoint_names()))
+        raise CliError(
+            ExitCode.USAGE, f"endpoint {args.endpoint_name!r} is not in fleet.yaml", f"fleet.yaml lists: {names}"
+        )
+    flags = {
+        "image_uri": args.image_uri,
+        "model_data_url": args.model_data_url,
+        "version": args.model_version,
+        "execution_role_arn": args.execution_role_arn,
+    }
+    model, problems = first_model(listed, flags)
+    try:
+        if model is None:
+            raise EndpointSpecError(problems)
+        isolated = ctx.fleet.rollout_floors(listed.environment).network_isolation
+        spec = build_spec(listed, model, network_isolation=isolated, instance_types=core.instance_types())
+    except EndpointSpecError as exc:
+        raise CliError(
+            ExitCode.USAGE,
+            "endpoint create: " + "; ".join(exc.problems),
+            "fix the flags or fleet.yaml; nothing changed",
+        ) from None
+    with out.progress(f"endpoint {spec.endpoint_name}: creating") as update:
+        report = core.create(spec, args.wait, args.timeout, update)
+    out.result(report, lambda: view.render(report))
+    return ExitCode.OK
+
+
+def model(args: argparse.Namespace, out: Output) -> int:
+    from fleetctl import model_package as core
+    from fleetctl.views import model as view
+    from fleetops.config import VariantConfig
+
+    ctx = Context(args)
+    listed = ctx.fleet.endpoint(args.endpoint)
+    primary = next((v for v in listed.variants if v.role == "primary"), None) if listed else None
+    report = core.package(
+        Path(args.directory),
+        Path(args.output),
+        Path(args.request),
+        endpoint_name=args.endpoint,
+        model={"name": args.name, "version": args.model_version, "image_uri": args.image_uri},
+        adapter_version=args.adapter_version,
+        instance_type=primary.instance_type if primary else str(VariantConfig.model_fields["instance_type"].default),
+        upload=args.upload,
+    )
+    out.result(report, lambda: view.render(report))
+    return ExitCode.OK if report.ok else ExitCode.USAGE
+
+
 def simulate(argv: Sequence[str]) -> int:
     """``python -m fleetsim`` with the same arguments (its own --help, output and exit codes)."""
     from fleetsim.__main__ import main as fleetsim_main

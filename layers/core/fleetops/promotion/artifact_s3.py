@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tarfile
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from fleetops.promotion.artifact import ArtifactCheck, check_artifact
 from fleetops.promotion.artifact_adapters import DEFAULT_MAX_LORA_RANK
@@ -20,6 +20,7 @@ from fleetops.promotion.artifact_files import CHUNK_BYTES, file_facts, read_chun
 from fleetops.promotion.artifact_snapshot import FileFacts, Snapshot
 
 if TYPE_CHECKING:
+    from botocore.response import StreamingBody
     from mypy_boto3_s3 import S3Client
 
 
@@ -66,9 +67,16 @@ def _prefix_snapshot(s3: S3Client, bucket: str, prefix: str) -> Snapshot:
 
 
 def _tarball_snapshot(s3: S3Client, bucket: str, key: str) -> Snapshot:
+    return read_tarball(s3.get_object(Bucket=bucket, Key=key)["Body"], f"s3://{bucket}/{key}")
+
+
+def read_tarball(body: IO[bytes] | StreamingBody, where: str) -> Snapshot:
+    """What the gate knows of the ``model.tar.gz`` streamed from ``body`` (``where`` names it in errors).
+
+    Also how ``fleetctl model package`` checks the tarball it wrote, so a local check reads what SageMaker will.
+    """
     files: dict[str, FileFacts] = {}
     links: list[str] = []
-    body = s3.get_object(Bucket=bucket, Key=key)["Body"]
     try:
         with tarfile.open(fileobj=body, mode="r|*") as tar:  # stream mode: one pass, in order
             for member in tar:
@@ -86,7 +94,7 @@ def _tarball_snapshot(s3: S3Client, bucket: str, key: str) -> Snapshot:
                     assert stream is not None  # a regular file always has one
                     files[path.as_posix()] = file_facts(path.as_posix(), member.size, read_chunks(stream))
     except (tarfile.TarError, OSError, EOFError, ArtifactFetchError) as exc:
-        raise ArtifactFetchError(f"s3://{bucket}/{key}: cannot be unpacked safely: {exc}") from exc
+        raise ArtifactFetchError(f"{where}: cannot be unpacked safely: {exc}") from exc
     return Snapshot(files=files, links=tuple(sorted(links)))
 
 
