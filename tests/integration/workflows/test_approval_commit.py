@@ -105,6 +105,42 @@ def test_a_task_step_functions_no_longer_waits_for_is_gone_and_nothing_is_record
     assert stored is not None and stored.status == "pending" and audit.list("manga-chat") == []
 
 
+def test_a_retry_after_a_timeout_between_send_and_audit_still_audits_the_decision(
+    tables: tuple[ApprovalTable, AuditTable],
+) -> None:
+    """Bob's approval reached Step Functions, then the function timed out before the audit (his claim is left).
+    He clicks again: the task is gone because his own send took it, so he sees his approval recorded, and the
+    audit trail has it, instead of an error and a decision nobody can find."""
+    approvals, audit = tables
+    approvals.claim(KEY, "approve", BOB, NOW)  # the first attempt: claimed, sent, then stopped
+    sends = ScriptedSends([json_error("TaskTimedOut", "Task Timed Out")])
+
+    result = decide(KEY, "approve", BOB, NOW, deps(tables, ("SendTaskSuccess", sends)))
+
+    assert (result.decision, result.decided_by) == ("approve", BOB)
+    used = approvals.get(KEY)
+    assert used is not None and (used.status, used.decided_by) == ("used", BOB)
+    [record] = audit.list("manga-chat")
+    assert (record.action, record.outcome) == ("approve", "applied")
+    assert "sent by an earlier attempt that stopped before its audit" in record.reason, record.reason
+
+
+def test_a_task_gone_under_someone_elses_lapsed_claim_is_still_refused(
+    tables: tuple[ApprovalTable, AuditTable],
+) -> None:
+    """Only the caller's own earlier claim counts as its send: Carol taking over Bob's lapsed claim when the task
+    has timed out is told so, and nothing is recorded."""
+    approvals, audit = tables
+    approvals.claim(KEY, "approve", BOB, NOW - timedelta(seconds=CLAIM_SECONDS + 1))
+    sends = ScriptedSends([json_error("TaskTimedOut", "Task Timed Out")])
+
+    with pytest.raises(TaskGoneError, match="no longer waits"):
+        decide(KEY, "approve", CAROL, NOW, deps(tables, ("SendTaskSuccess", sends)))
+
+    stored = approvals.get(KEY)
+    assert stored is not None and stored.status == "pending" and audit.list("manga-chat") == []
+
+
 def test_a_claim_is_one_callers_until_it_lapses(tables: tuple[ApprovalTable, AuditTable]) -> None:
     approvals, _ = tables
     claimed = approvals.claim(KEY, "approve", BOB, NOW)

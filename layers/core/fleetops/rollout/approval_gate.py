@@ -161,10 +161,16 @@ def decide(
     """:func:`submit_decision` by the approval's table key. ``note`` (why) goes with the decision.
 
     Claim, send, audit, then mark used. A send Step Functions refuses for good (the task is gone) or
-    that fails (throttled, unreachable) releases the claim, so the decision can be made again.
+    that fails (throttled, unreachable) releases the claim, so the decision can be made again. The same
+    caller retrying the same decision over a claim of its own that was never released (the function timed out
+    after the send, before the audit) finds the task gone because its own send took it: that is the decision
+    made, so it is audited and marked used then.
     """
     found = check_usable(deps.store.get(key), now, decided_by, decision)
     check_not_requester(found, decided_by)
+    # Still claimed by this caller for this decision: an earlier attempt claimed it and stopped before it could
+    # mark it used or give it back (a failed send gives it back), so it stopped during or after its send.
+    own_earlier_claim = found.status == "claimed" and (found.decided_by, found.decision) == (decided_by, decision)
     record = deps.store.claim(key, decision, decided_by, now)
     why = f": {note}" if note else ""
     try:
@@ -173,6 +179,12 @@ def decide(
             deps.send_success(record.task_token, json.dumps(output))
         else:
             deps.send_failure(record.task_token, REJECTED_ERROR, f"rejected by {decided_by} at {now.isoformat()}{why}")
+    except TaskGoneError:
+        if not own_earlier_claim:
+            deps.store.release(key, decided_by)
+            raise
+        # The task went with the earlier attempt's send, whose audit was lost: record the decision now.
+        why += " (sent by an earlier attempt that stopped before its audit; Step Functions no longer waits)"
     except BaseException:
         deps.store.release(key, decided_by)
         raise
