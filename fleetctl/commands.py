@@ -306,8 +306,15 @@ def model(args: argparse.Namespace, out: Output) -> int:
         instance_type=primary.instance_type if primary else str(VariantConfig.model_fields["instance_type"].default),
         upload=args.upload,
     )
+    if not report.ok:
+        kept = f"{report.tarball} kept, no request written" if report.tarball else "nothing kept or uploaded"
+        raise CliError(
+            ExitCode.USAGE,
+            f"{args.directory} refused: " + "; ".join(report.problems),
+            f"fix what each problem names and package again ({kept})",
+        )
     out.result(report, lambda: view.render(report))
-    return ExitCode.OK if report.ok else ExitCode.USAGE
+    return ExitCode.OK
 
 
 def simulate(argv: Sequence[str]) -> int:
