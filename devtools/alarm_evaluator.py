@@ -33,8 +33,14 @@ What is evaluated, as CloudWatch documents it:
   "Unchecked: Initial alarm creation" as INSUFFICIENT_DATA), so its first evaluation sends
   INSUFFICIENT_DATA -> OK as on AWS.
 
-Not emulated: composite and anomaly-detection alarms (skipped with a log line), alarm actions (SNS, Auto
-Scaling), events for a ``SetAlarmState`` made by anyone else, CloudWatch's ingestion delay.
+Composite alarms are evaluated in the same pass, after the metric alarms, from their children's states
+(:mod:`devtools.alarm_rules`): ALARM while the rule is TRUE, OK otherwise, stamped with the latest instant of
+their children. Alarm actions on an SNS topic publish CloudWatch's notification (``AlarmName``,
+``NewStateValue``, ``NewStateReason``, ...) on every transition into the state they are for.
+
+Not emulated: anomaly-detection alarms (refused with a log line), actions other than SNS (Auto Scaling, EC2),
+events for a ``SetAlarmState`` made by anyone else, CloudWatch's ingestion delay, a composite's actions
+suppressor.
 
 Datapoints and alarm definitions are read from moto's backend in this process rather than through
 ``GetMetricData``: no HTTP round trip per alarm, window and tick on two shared cores; sub-second windows
@@ -61,6 +67,7 @@ from typing import Any, Literal, cast
 import boto3
 from moto.cloudwatch.models import Alarm, Dimension, MetricDatumBase, Statistics, cloudwatch_backends
 
+from devtools.alarm_rules import AlarmRuleError, evaluate_rule, rule_alarms
 from devtools.emulator import ACCOUNT_ID, REGION
 
 logger = logging.getLogger(__name__)
@@ -361,6 +368,7 @@ class AlarmConfig:
     state_reason_data: str
     state_timestamp: datetime
     unchecked: bool  # never evaluated: moto's "OK, Unchecked: Initial alarm creation"
+    actions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # state -> action ARNs (when enabled)
 
     @property
     def single_metric(self) -> bool:
@@ -382,8 +390,24 @@ def _dimensions(dimensions: Sequence[Dimension]) -> tuple[tuple[str, str], ...]:
     return tuple((str(d.name), str(d.value)) for d in dimensions)
 
 
+def _actions(alarm: Alarm) -> dict[str, tuple[str, ...]]:
+    if str(alarm.actions_enabled).lower() == "false":
+        return {}
+    return {
+        "ALARM": tuple(alarm.alarm_actions or ()),
+        "OK": tuple(alarm.ok_actions or ()),
+        "INSUFFICIENT_DATA": tuple(alarm.insufficient_data_actions or ()),
+    }
+
+
+def _state(alarm: Alarm) -> tuple[State, bool]:
+    """The alarm's state as AWS has it (moto's initial OK is AWS's INSUFFICIENT_DATA), and whether it is that one."""
+    unchecked = alarm.state_value == "OK" and alarm.state_reason == INITIAL_REASON
+    return cast(State, "INSUFFICIENT_DATA" if unchecked else alarm.state_value), unchecked
+
+
 def _config(alarm: Alarm) -> AlarmConfig | None:
-    """An evaluable view of a moto alarm, or None for composite and anomaly-detection alarms."""
+    """An evaluable view of a moto metric alarm, or None for composite and anomaly-detection alarms."""
     if getattr(alarm, "rule", None) or alarm.threshold_metric_id:
         return None
     queries: list[Query] = []
@@ -420,8 +444,7 @@ def _config(alarm: Alarm) -> AlarmConfig | None:
     if len(periods) != 1:
         raise MetricMathError(f"alarm {alarm.name!r} needs one period over its metrics, has {sorted(periods)}")
     evaluation_periods = _number(alarm.evaluation_periods) or 1
-    unchecked = alarm.state_value == "OK" and alarm.state_reason == INITIAL_REASON
-    state = cast(State, "INSUFFICIENT_DATA" if unchecked else alarm.state_value)  # AWS starts in INSUFFICIENT_DATA
+    state, unchecked = _state(alarm)
     return AlarmConfig(
         name=alarm.name,
         arn=alarm.alarm_arn,
@@ -439,6 +462,7 @@ def _config(alarm: Alarm) -> AlarmConfig | None:
         state_reason_data=alarm.state_reason_data,
         state_timestamp=alarm.state_updated_timestamp,
         unchecked=unchecked,
+        actions=_actions(alarm),
     )
 
 
@@ -728,7 +752,7 @@ class AlarmEvaluator:
 
     # --- evaluation ---
 
-    def _client(self, service: Literal["cloudwatch", "events"]) -> Any:
+    def _client(self, service: Literal["cloudwatch", "events", "sns"]) -> Any:
         if service not in self._clients:
             self._clients[service] = self._session.client(service, region_name=self._region)
         return self._clients[service]
@@ -744,13 +768,14 @@ class AlarmEvaluator:
         backend = cloudwatch_backends[self._account_id][self._region]
         data = list(backend.metric_data)  # one snapshot per pass (the server thread appends meanwhile)
         made: list[Transition] = []
-        for alarm in list(backend.alarms.values()):
-            if alarm.name in self._refused:
+        alarms = list(backend.alarms.values())
+        for alarm in alarms:
+            if alarm.name in self._refused or getattr(alarm, "rule", None):
                 continue
             try:
                 config = _config(alarm)
                 if config is None:
-                    self._refuse(alarm.name, "composite and anomaly-detection alarms are not emulated")
+                    self._refuse(alarm.name, "anomaly-detection alarms are not emulated")
                     continue
                 interval = self.scaled(min(config.period, 60))
                 due = math.floor((now - self.settle_s) / interval)
@@ -769,7 +794,100 @@ class AlarmEvaluator:
                 self._refuse(alarm.name, str(exc))
             except Exception:  # e.g. the alarm was deleted meanwhile: the next pass tries again
                 logger.exception("evaluating alarm %s failed", alarm.name)
+        for alarm in alarms:  # after their children: a composite sees this pass's states
+            if getattr(alarm, "rule", None) and alarm.name not in self._refused:
+                try:
+                    transition = self._evaluate_composite(alarm, backend.alarms, now)
+                except AlarmRuleError as exc:
+                    self._refuse(alarm.name, str(exc))
+                    continue
+                if transition is not None:
+                    made.append(transition)
         return made
+
+    def _evaluate_composite(self, alarm: Alarm, alarms: Mapping[str, Alarm], now: float) -> Transition | None:
+        rule = str(alarm.rule)
+        children = rule_alarms(rule)
+        states = {name: _state(alarms[name])[0] for name in children if name in alarms}
+        fired = evaluate_rule(rule, states)
+        instant = max((self._evaluated.get(name, -math.inf) for name in children), default=-math.inf)
+        instant = now if instant == -math.inf else instant
+        previous, _ = _state(alarm)
+        state: State = "ALARM" if fired else "OK"
+        transition = None
+        if state != previous:
+            children_states = ", ".join(f"{n}: {v}" for n, v in states.items())
+            reason = f"{' '.join(rule.split())} is {'TRUE' if fired else 'FALSE'} ({children_states})"
+            self._client("cloudwatch").set_alarm_state(AlarmName=alarm.name, StateValue=state, StateReason=reason)
+            detail = {
+                "alarmName": alarm.name,
+                "state": {"value": state, "reason": reason, "timestamp": _aws_timestamp(_at(instant))},
+                "previousState": {
+                    "value": previous,
+                    "reason": alarm.state_reason,
+                    "timestamp": _aws_timestamp(alarm.state_updated_timestamp),
+                },
+                "configuration": {
+                    "alarmRule": rule,
+                    **({"description": alarm.description} if alarm.description else {}),
+                },
+            }
+            self._put_event(alarm.name, alarm.alarm_arn, detail, instant)
+            self._act(alarm.name, alarm.alarm_arn, alarm.description, _actions(alarm), previous, state, reason, instant)
+            logger.info("composite alarm %s: %s -> %s (%s)", alarm.name, previous, state, reason)
+            transition = Transition(alarm.name, previous, state, reason, {}, instant, now, detail)
+        with self._changed:
+            self._evaluated[alarm.name] = max(instant, self._evaluated.get(alarm.name, -math.inf))
+            if transition is not None:
+                self._transitions.append(transition)
+            self._changed.notify_all()
+        return transition
+
+    def _put_event(self, name: str, arn: str, detail: dict[str, Any], instant: float) -> None:
+        answer = self._client("events").put_events(
+            Entries=[
+                {
+                    "Source": "aws.cloudwatch",
+                    "DetailType": DETAIL_TYPE,
+                    "Detail": json.dumps(detail),
+                    "Resources": [arn],
+                    "Time": _at(instant),
+                }
+            ]
+        )
+        if answer.get("FailedEntryCount"):
+            logger.error("PutEvents refused the state change of %s: %s", name, answer["Entries"])
+
+    def _act(
+        self,
+        name: str,
+        arn: str,
+        description: str | None,
+        actions: Mapping[str, tuple[str, ...]],
+        previous: State,
+        state: State,
+        reason: str,
+        instant: float,
+    ) -> None:
+        """Publish CloudWatch's notification to each SNS topic among the actions for ``state``."""
+        message = {
+            "AlarmName": name,
+            "AlarmDescription": description,
+            "AWSAccountId": self._account_id,
+            "NewStateValue": state,
+            "NewStateReason": reason,
+            "StateChangeTime": _aws_timestamp(_at(instant)),
+            "Region": self._region,
+            "AlarmArn": arn,
+            "OldStateValue": previous,
+        }
+        for target in actions.get(state, ()):
+            if ":sns:" not in target:
+                logger.warning("alarm %s: action %s is not emulated (SNS topics only)", name, target)
+                continue
+            self._client("sns").publish(
+                TopicArn=target, Subject=f'{state}: "{name}" in {self._region}'[:100], Message=json.dumps(message)
+            )
 
     def _refuse(self, alarm_name: str, why: str) -> None:
         logger.error("alarm %s is not evaluated by the emulator: %s", alarm_name, why)
@@ -850,18 +968,7 @@ class AlarmEvaluator:
             AlarmName=config.name, StateValue=state, StateReason=reason, StateReasonData=data_json
         )
         detail = event_detail(config, state, reason, data_json, instant)
-        answer = self._client("events").put_events(
-            Entries=[
-                {
-                    "Source": "aws.cloudwatch",
-                    "DetailType": DETAIL_TYPE,
-                    "Detail": json.dumps(detail),
-                    "Resources": [config.arn],
-                    "Time": _at(instant),
-                }
-            ]
-        )
-        if answer.get("FailedEntryCount"):
-            logger.error("PutEvents refused the state change of %s: %s", config.name, answer["Entries"])
+        self._put_event(config.name, config.arn, detail, instant)
+        self._act(config.name, config.arn, config.description, config.actions, config.state, state, reason, instant)
         logger.info("alarm %s: %s -> %s (%s)", config.name, config.state, state, reason)
         return Transition(config.name, config.state, state, reason, data_doc, instant, now, detail)

@@ -6,7 +6,9 @@ against the stack's parameters, the nested template's ``Conditions``) into ``Put
 by botocore's CloudWatch model as CloudFormation types them. A changed threshold in the YAML changes the
 emulated alarm. Top-level alarms are taken only when they watch the project's own namespace
 (``fleetops.metrics.NAMESPACE``): the others watch ``AWS/Lambda`` and ``AWS/SQS`` metrics that the emulator
-does not produce. :func:`function_rules` reads a function's ``EventBridgeRule`` events the same way.
+does not produce. Composite alarms (:func:`template_composite_alarms`) become ``PutCompositeAlarm`` requests, created
+after the metric alarms their rules name, and their actions name the stack's SNS topics (created here unless the
+caller gives their ARNs). :func:`function_rules` reads a function's ``EventBridgeRule`` events the same way.
 
 :func:`remediation_flow` puts it together for a test: the alarms, the ``AlarmResponderFunction`` (an emulated
 Lambda whose invocations run ``functions/alarm_responder/app.py`` through :mod:`devtools.lambda_dispatch`,
@@ -29,6 +31,7 @@ from botocore.model import ListShape, Shape, StructureShape
 
 from devtools import emulator_extensions
 from devtools.alarm_evaluator import AlarmEvaluator, State, parse_expression
+from devtools.alarm_rules import rule_alarms
 from devtools.cfn_yaml import (
     UnresolvableError,
     condition_values,
@@ -36,6 +39,7 @@ from devtools.cfn_yaml import (
     parameter_values,
     pseudo_parameters,
     resolve,
+    resources_of_type,
     stack_resources,
 )
 from devtools.emulator_extensions.events_lambda import Delivery, deliveries
@@ -53,6 +57,7 @@ RESPONDER_FOLDER = "alarm_responder"
 
 _CLOUDWATCH = botocore.session.get_session().get_service_model("cloudwatch")
 _PUT_METRIC_ALARM = cast(StructureShape, _CLOUDWATCH.operation_model("PutMetricAlarm").input_shape)
+_PUT_COMPOSITE_ALARM = cast(StructureShape, _CLOUDWATCH.operation_model("PutCompositeAlarm").input_shape)
 
 
 def _typed(value: Any, shape: Shape, where: str) -> Any:
@@ -97,9 +102,14 @@ def _namespaces(props: Mapping[str, Any], refs: Mapping[str, str]) -> set[str]:
 
 
 def template_alarms(
-    stack_name: str, parameters: Mapping[str, str] | None = None, template: Path = TEMPLATE
+    stack_name: str,
+    parameters: Mapping[str, str] | None = None,
+    template: Path = TEMPLATE,
+    resources: Mapping[str, str] | None = None,
 ) -> list[TemplateAlarm]:
     """The alarms a deployment of ``template`` named ``stack_name`` with ``parameters`` creates, nested ones included.
+
+    ``resources``: what ``!Ref`` answers for top-level resources (a topic's ARN), for alarms whose actions name them.
 
     Raises
     ------
@@ -107,7 +117,7 @@ def template_alarms(
         When an alarm needs something only a deployed stack has, or a parameter is unknown or missing.
     """
     alarms = []
-    for resource in stack_resources(template, "AWS::CloudWatch::Alarm", stack_name, parameters):
+    for resource in stack_resources(template, "AWS::CloudWatch::Alarm", stack_name, parameters, resources):
         namespaces = _namespaces(resource.properties, resource.refs)
         if namespaces != {NAMESPACE}:
             logger.info(
@@ -124,13 +134,56 @@ def template_alarms(
     return alarms
 
 
-def create_alarms(stack_name: str, parameters: Mapping[str, str] | None = None) -> list[str]:
-    """``PutMetricAlarm`` every alarm of :func:`template_alarms` on the emulator; returns their names."""
+def template_composite_alarms(
+    stack_name: str,
+    parameters: Mapping[str, str] | None = None,
+    template: Path = TEMPLATE,
+    resources: Mapping[str, str] | None = None,
+) -> list[TemplateAlarm]:
+    """The composite alarms of the deployment, as ``PutCompositeAlarm`` requests (rules the emulator cannot
+    evaluate are refused here, loudly).
+
+    Raises
+    ------
+    UnresolvableError
+        When one needs something only a deployed stack has (a topic not in ``resources``).
+    """
+    alarms = []
+    for resource in stack_resources(template, "AWS::CloudWatch::CompositeAlarm", stack_name, parameters, resources):
+        props = resource.resolved()
+        rule_alarms(props["AlarmRule"])
+        alarms.append(TemplateAlarm(resource.path, _typed(props, _PUT_COMPOSITE_ALARM, resource.path)))
+    return alarms
+
+
+def create_topics(stack_name: str, template: Path = TEMPLATE) -> dict[str, str]:
+    """Create the template's top-level SNS topics on the emulator (``<stack>-<LogicalId>``); logical id -> ARN."""
+    sns = boto3.client("sns")
+    return {
+        logical_id: str(sns.create_topic(Name=f"{stack_name}-{logical_id}")["TopicArn"])
+        for logical_id in resources_of_type(load(template), "AWS::SNS::Topic")
+    }
+
+
+def create_alarms(
+    stack_name: str, parameters: Mapping[str, str] | None = None, resources: Mapping[str, str] | None = None
+) -> list[str]:
+    """Create every alarm of :func:`template_alarms`, then every :func:`template_composite_alarms` (CloudFormation's
+    ``DependsOn``), on the emulator; returns their names.
+
+    ``resources`` gives the ARNs of topics the caller created (``{"OperationsTopic": arn}``); the template's other
+    topics are created by :func:`create_topics`.
+    """
+    given = dict(resources or {})
+    resources = {**{k: v for k, v in create_topics(stack_name).items() if k not in given}, **given}
     cloudwatch = boto3.client("cloudwatch")
-    alarms = template_alarms(stack_name, parameters)
+    alarms = template_alarms(stack_name, parameters, resources=resources)
     for alarm in alarms:
         cloudwatch.put_metric_alarm(**alarm.request)
-    return [alarm.name for alarm in alarms]
+    composites = template_composite_alarms(stack_name, parameters, resources=resources)
+    for composite in composites:
+        cloudwatch.put_composite_alarm(**composite.request)
+    return [alarm.name for alarm in alarms + composites]
 
 
 @dataclass(frozen=True)
@@ -258,7 +311,7 @@ def remediation_flow(
     boto3.client("lambda").update_function_configuration(
         FunctionName=function_name, Environment={"Variables": environment}
     )
-    alarm_names = create_alarms(stack_name, parameters)
+    alarm_names = create_alarms(stack_name, parameters, {"OperationsTopic": stack.core.topic_arn})
     rule_arns = create_function_rules(stack_name, RESPONDER, function_arn, parameters)
     deliveries.clear()
     evaluator = AlarmEvaluator(time_scale=time_scale)

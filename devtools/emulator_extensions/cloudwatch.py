@@ -4,7 +4,8 @@ added to moto 5.2.5 by this project, in GetMetricData and in GetMetricStatistics
 moto computes Sum/Average/Minimum/Maximum/SampleCount only: it answers ``None`` for any other statistic (which
 its own serialiser then fails on, a 500) and leaves ``ExtendedStatistics`` out of GetMetricStatistics. Here both
 are computed exactly from the period's raw samples, as CloudWatch defines them (and a single-metric alarm's
-``ExtendedStatistic`` may be a percentile rank, which moto refuses):
+``ExtendedStatistic`` may be a percentile rank, which moto refuses; ``PutCompositeAlarm``, which moto leaves
+unrouted, is added too):
 
 - ``pNN``: the nearest-rank percentile of the samples;
 - ``PR(lo:hi)``: the percentage (0-100) of the samples above ``lo`` and at or below ``hi`` (either bound may be
@@ -157,6 +158,9 @@ def install() -> None:
         return alarm
 
     CloudWatchBackend.put_metric_alarm = put_metric_alarm  # type: ignore[method-assign]
+    # moto's PutMetricAlarm handler already reads AlarmRule "to re-use this method for composite alarms", but routes
+    # no PutCompositeAlarm to it; DescribeAlarms lists such an alarm under CompositeAlarms.
+    CloudWatchResponse.put_composite_alarm = CloudWatchResponse.put_metric_alarm  # type: ignore[attr-defined]
     CloudWatchBackend.get_metric_data = get_metric_data  # type: ignore[method-assign]
     CloudWatchResponse.get_metric_statistics = get_metric_statistics  # type: ignore[method-assign]
     Statistics._fleet_patched = True  # type: ignore[attr-defined]

@@ -193,8 +193,11 @@ def _expected_alarm_names(props: dict[str, Any], variant: str) -> list[str]:
 
 def test_the_alarms_created_from_the_templates_are_those_the_yaml_declares() -> None:
     created = create_alarms(STACK, PARAMETERS)
-    described = {a["AlarmName"]: a for a in boto3.client("cloudwatch").describe_alarms()["MetricAlarms"]}
-    assert sorted(created) == sorted(described)
+    everything = boto3.client("cloudwatch").describe_alarms()
+    described = {a["AlarmName"]: a for a in everything["MetricAlarms"]}
+    composites = {a["AlarmName"] for a in everything["CompositeAlarms"]}  # the SLO burn-rate tiers
+    assert sorted(created) == sorted([*described, *composites])
+    assert len(composites) == 2 * 6 and all(f"{STACK}-slo-" in name for name in composites)
 
     expected = 0
     for variant in ("primary", "canary"):
