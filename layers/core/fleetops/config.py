@@ -13,7 +13,6 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from fleetops.model_contract import INFERENCE_AMIS, NEWEST_INFERENCE_AMI
-from fleetops.rollout.versions import VERSION_PATTERN
 from fleetops.validation import StrictModel, read_yaml_mapping
 
 
@@ -105,7 +104,8 @@ class InitialModel(StrictModel):
 
     image_uri: str | None = Field(default=None, min_length=1, max_length=255)
     model_data_url: str | None = Field(default=None, pattern=r"^s3://[^/]+/.+")
-    version: str | None = Field(default=None, min_length=1, max_length=64, pattern=VERSION_PATTERN)
+    # A rollout's version rule (fleetops.rollout.versions.VERSION_PATTERN); shared core may not import a capability.
+    version: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
     execution_role_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+")
 
 
