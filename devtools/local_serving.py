@@ -251,9 +251,11 @@ class GatewayHandle:
         return lines
 
     def metric_total(self, name: str) -> float:
-        """Sum of a counter over every endpoint/variant EMF line so far (the per-adapter lines count the same
-        requests again under their ``Adapter`` dimension, a metric of its own in CloudWatch)."""
-        lines = [r for r in self.emf_lines() if "Adapter" not in r]
+        """Sum of a counter over every EMF line with the endpoint/variant totals so far (the per-adapter lines and
+        the engine-death lines count the same things again under their ``Adapter`` or ``Cause`` dimension, metrics
+        of their own in CloudWatch)."""
+        totals = ["EndpointName", "VariantName"]
+        lines = [r for r in self.emf_lines() if totals in r["_aws"]["CloudWatchMetrics"][0]["Dimensions"]]
         return sum(float(r.get(name, 0) or 0) for r in lines if not isinstance(r.get(name), list))
 
 

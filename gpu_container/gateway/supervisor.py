@@ -193,6 +193,7 @@ class EngineSupervisor(Engine):
         self.last_death: EngineDeath | None = None
         self._task: asyncio.Task[None] | None = None
         self._pump: asyncio.Task[None] | None = None
+        self._pipe: asyncio.ReadTransport | None = None
         self._poke = asyncio.Event()
         self._stopping = False
 
@@ -257,17 +258,24 @@ class EngineSupervisor(Engine):
     async def _spawn(self) -> None:
         # A new session: the engine's workers share its process group, so one killpg stops them all.
         # Engine logs go on to stderr (stdout carries only the gateway's EMF and request lines), through a pipe the
-        # gateway reads, so the last lines can say why the engine died.
+        # gateway reads, so the last lines can say why the engine died. An OS pipe of its own rather than the event
+        # loop's PIPE, which uvloop makes a socket pair: a pipe is what the engine's processes and tools expect.
         self.log.reset()
-        self.process = await asyncio.create_subprocess_exec(
-            *self.command,
-            env=self.env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-        )
-        if self.process.stdout is not None:  # always: a pipe was asked for
-            self._pump = asyncio.create_task(self.log.pump(self.process.stdout), name="engine-log")
+        read_fd, write_fd = os.pipe()
+        try:
+            self.process = await asyncio.create_subprocess_exec(
+                *self.command, env=self.env, stdout=write_fd, stderr=write_fd, start_new_session=True
+            )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)  # the engine holds it now; its pipe closes when its last process is gone
+        reader = asyncio.StreamReader()
+        loop = asyncio.get_running_loop()
+        pipe = os.fdopen(read_fd, "rb", buffering=0)
+        self._pipe, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+        self._pump = asyncio.create_task(self.log.pump(reader), name="engine-log")
 
     async def _ended(self, phase: str) -> EngineDeath:
         """The engine ended unasked, or is stopped as unhealthy: stop what is left, read the rest of its output,
@@ -297,13 +305,15 @@ class EngineSupervisor(Engine):
     async def _drain_log(self) -> None:
         """Wait for the engine's pipe to close (bounded: an orphan that kept it open must not hold up a restart)."""
         pump, self._pump = self._pump, None
-        if pump is None:
-            return
-        done, _ = await asyncio.wait({pump}, timeout=LOG_DRAIN_S)
-        if not done:
-            pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await pump
+        pipe, self._pipe = self._pipe, None
+        if pump is not None:
+            done, _ = await asyncio.wait({pump}, timeout=LOG_DRAIN_S)
+            if not done:
+                pump.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await pump
+        if pipe is not None:
+            pipe.close()
 
     async def _healthy(self) -> bool:
         try:

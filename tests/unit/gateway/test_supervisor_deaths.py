@@ -21,6 +21,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import uvloop
 from starlette.datastructures import Headers
 
 from fleetops.metrics import MetricName
@@ -88,18 +89,26 @@ async def until(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
         await asyncio.sleep(0.02)
 
 
-def run(scenario: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(asyncio.wait_for(scenario(), timeout=60))
+def run(scenario: Callable[[], Awaitable[None]], loop: str = "asyncio") -> None:
+    """Run on asyncio's loop, or on uvloop's (the gateway's, under uvicorn)."""
+    new_loop = uvloop.new_event_loop() if loop == "uvloop" else asyncio.new_event_loop()
+    try:
+        new_loop.run_until_complete(asyncio.wait_for(scenario(), timeout=60))
+    finally:
+        new_loop.close()
 
 
-def test_a_cuda_oom_death_while_serving_counts_in_oom_caught_with_its_cause() -> None:
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_cuda_oom_death_while_serving_counts_in_oom_caught_with_its_cause(loop: str) -> None:
     out = io.BytesIO()
     engine = supervisor("cuda_oom_during_decode.log", 0.3, "1", Health(up=True), out)
     seen: dict[str, object] = {}
 
     async def scenario() -> None:
         await engine.start()
-        await until(lambda: engine.state is EngineState.READY)
+        await until(lambda: engine.state is EngineState.READY and engine.process is not None)
+        assert engine.process is not None
+        seen["stderr"] = os.readlink(f"/proc/{engine.process.pid}/fd/2").split(":")[0]  # an OS pipe on either loop
         # The trace is read before the process ends: a request failing now already knows why.
         await until(lambda: engine.failure_cause() is not None)
         seen["dying"] = engine.failure_cause()
@@ -107,9 +116,14 @@ def test_a_cuda_oom_death_while_serving_counts_in_oom_caught_with_its_cause() ->
         seen["state"], seen["down"] = engine.state, engine.failure_cause()
         await engine.stop()
 
-    run(scenario)
+    run(scenario, loop)
 
-    assert seen == {"dying": DeathCause.CUDA_OOM, "state": EngineState.RESTARTING, "down": DeathCause.CUDA_OOM}
+    assert seen == {
+        "stderr": "pipe",
+        "dying": DeathCause.CUDA_OOM,
+        "state": EngineState.RESTARTING,
+        "down": DeathCause.CUDA_OOM,
+    }
     snapshot = engine.metrics.drain()
     assert snapshot.counters[MetricName.OOM_CAUGHT] == 1
     assert snapshot.counters[MetricName.ENGINE_DEATHS] == 1
