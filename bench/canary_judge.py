@@ -15,16 +15,23 @@ plus 15 ms per output token, tokens lognormal (median 120, sigma 0.6, at most 51
 latency SLO's baseline); both variants share a per-minute drift (AR(1) on the log, phi 0.8, sd 0.1: load,
 noisy neighbours); 0.2 % of requests are errors
 (no latency recorded). A regression multiplies the canary's TTFTs (every percentile by the same factor) or
-its error probability.
+its error probability (and, where said, the primary's too).
 
 Keys (rates are fractions of the rollouts):
 
 - ``aa_false_rollback_rate``: A/A rollouts (the canary is the primary) that were rolled back, of ``aa_rollouts``;
-  ``aa_false_rollbacks__<check>``: how many of them each check failed (one rollback may name two).
+  ``aa_false_rollbacks__<check>``: how many of them each check failed (one rollback may name two;
+  ``inconclusive-<check>``: still inconclusive on it when the extensions ran out).
 - ``minutes_to_detect_<regression>_at_5pct_weight``: median minutes from the canary's first request (the 5 %
   step) to its rollback over ``ab_rollouts`` rollouts; -1 when fewer than half were rolled back.
   ``detected_rate__<regression>``: rolled back at all; ``detected_at_5pct_step_rate__<regression>``: at the 5 %
   step. Regressions: ``ttft_p95_plus10pct`` (TTFT x1.10), ``errors_plus50pct`` (errors x1.5).
+- A canary over the error-rate SLO, through the whole rollout, ``ab_rollouts`` each: ``errors_1pct`` (1 % errors,
+  twice the 0.5 % SLO, against the primary's 0.2 %), ``errors_1pct_both`` (the primary at 1 % too, so only the
+  absolute SLO can stop it) and ``errors_0.75pct_both`` (both at 0.75 %):
+  ``rolled_back_at_step_rate__<scenario>__w<step>``, the share rolled back at each step;
+  ``pct_reaching_100__<scenario>``, the percentage whose canary reached the 100 % step (rolled back there or
+  promoted).
 - The table, the canary held at one weight (``__w<weight>``) and judged once after a bake of L minutes (L in
   :data:`LOOKS`), ``TABLE_SEEDS`` seeds each: ``fail_rate_at_bake__<size>__w<weight>``: failed at the shipped
   bake; ``minutes_to_detect__<size>__w<weight>``: the shortest bake that fails at least half of them (-1: none
@@ -55,7 +62,7 @@ FLEET = Path(__file__).resolve().parents[1] / "layers/core/fleet_config/fleet.ya
 ENDPOINT = "manga-chat-prod"
 CANARY, PRIMARY = "canary", "primary"
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
-AA_ROLLOUTS = 400
+AA_ROLLOUTS = 1000
 AB_ROLLOUTS = 200
 TABLE_SEEDS = 60
 WEIGHTS = (5, 25, 50)
@@ -72,6 +79,12 @@ SIZES: dict[str, tuple[float, float]] = {  # name -> (TTFT factor, error factor)
     "errors_x5": (1.0, 5.0),
 }
 REGRESSIONS = {"ttft_p95_plus10pct": (1.10, 1.0), "errors_plus50pct": (1.0, 1.5)}
+#: name -> (TTFT factor, canary error factor, primary error factor), of the shape's 0.2 % errors.
+OVER_SLO = {
+    "errors_1pct": (1.0, 5.0, 1.0),
+    "errors_1pct_both": (1.0, 5.0, 5.0),
+    "errors_0.75pct_both": (1.0, 3.75, 3.75),
+}
 
 
 @dataclass(frozen=True)
@@ -108,6 +121,7 @@ class Traffic:
     rps: float
     ttft_factor: float = 1.0
     error_factor: float = 1.0
+    primary_error_factor: float = 1.0
     shape: Shape = field(default_factory=Shape)
     minutes: dict[str, list[Minute]] = field(default_factory=lambda: {CANARY: [], PRIMARY: []})
 
@@ -122,7 +136,7 @@ class Traffic:
             total = int(rng.poisson(self.rps * 60))
             canary = int(rng.binomial(total, weight / 100))
             self.minutes[CANARY].append(self._requests(canary, self.ttft_factor, self.error_factor))
-            self.minutes[PRIMARY].append(self._requests(total - canary, 1.0, 1.0))
+            self.minutes[PRIMARY].append(self._requests(total - canary, 1.0, self.primary_error_factor))
 
     def _requests(self, n: int, ttft_factor: float, error_factor: float) -> Minute:
         s, rng = self.shape, self.rng
@@ -189,9 +203,9 @@ class Rollout:
     failed_checks: tuple[str, ...]
 
 
-def rollout(seed: int, rps: float, checks: CanaryChecks, factors: tuple[float, float]) -> Rollout:
+def rollout(seed: int, rps: float, checks: CanaryChecks, factors: tuple[float, ...]) -> Rollout:
     """One rollout through the shipped steps, bakes and extensions; where and why it ended."""
-    traffic = Traffic(seed, rps, *factors)
+    traffic = _traffic(seed, rps, factors)
     bake, extensions = _shipped_bake()
     now = 0
     for weight in DEFAULT_STEPS:
@@ -205,8 +219,15 @@ def rollout(seed: int, rps: float, checks: CanaryChecks, factors: tuple[float, f
             if result.verdict == "fail":
                 return Rollout(True, now, weight, tuple(c.name for c in result.checks if c.outcome == "fail"))
         else:
-            return Rollout(True, now, weight, ("inconclusive",))
+            unsure = tuple(f"inconclusive-{c.name}" for c in result.checks if c.outcome == "inconclusive")
+            return Rollout(True, now, weight, unsure)
     return Rollout(False, now, 100, ())
+
+
+def _traffic(seed: int, rps: float, factors: tuple[float, ...]) -> Traffic:
+    """``factors``: the canary's TTFT and error factors, then the primary's error factor (default 1)."""
+    ttft, errors, *primary = factors
+    return Traffic(seed, rps, ttft, errors, primary[0] if primary else 1.0)
 
 
 def _shipped_bake() -> tuple[int, int]:
@@ -260,6 +281,12 @@ def run(aa: int = AA_ROLLOUTS, ab: int = AB_ROLLOUTS, table_seeds: int = TABLE_S
         results[f"detected_at_5pct_step_rate__{name}"] = round(
             sum(r.rolled_back and r.weight == 5 for r in runs) / ab, 4
         )
+    for name, over in OVER_SLO.items():
+        runs = [rollout(30_000 + seed, rps, checks, over) for seed in range(ab)]
+        for step in DEFAULT_STEPS:
+            at = sum(r.rolled_back and r.weight == step for r in runs)
+            results[f"rolled_back_at_step_rate__{name}__w{step}"] = round(at / ab, 4)
+        results[f"pct_reaching_100__{name}"] = round(100 * sum(r.weight == 100 for r in runs) / ab, 2)
 
     results["table_seeds"] = table_seeds
     for weight in WEIGHTS:

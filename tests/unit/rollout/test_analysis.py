@@ -149,9 +149,23 @@ def test_the_shipped_defaults_are_the_limits_a_request_did_not_set() -> None:
     )
 
 
-def test_an_error_rate_over_the_slo_by_chance_alone_passes_and_its_line_says_how_likely() -> None:
-    # 6 errors in 1000 requests: P(>= 6 | 1000, 0.5 %) is 0.38, so the canary is not shown to be over the SLO.
+def test_an_error_rate_over_the_slo_not_yet_beyond_chance_bakes_again_and_its_line_says_how_likely() -> None:
+    # 6 errors in 1000 requests: P(>= 6 | 1000, 0.5 %) is 0.38, not shown over the SLO, but never a pass either.
     result = analyse(stats("canary", errors=6), stats("primary"), T)
     line = next(c for c in result.checks if c.name == "error-rate")
-    assert result.verdict == "pass" and line.outcome == "pass" and line.canary == 0.006
+    assert result.verdict == "inconclusive" and line.outcome == "inconclusive" and line.canary == 0.006
     assert line.p_value is not None and 0.3 < line.p_value < 0.45
+    assert line.reason == "absolute SLO: error rate 0.60% above 0.50%, not yet beyond chance (p 0.38): bake longer"
+    assert result.summary.startswith("INCONCLUSIVE (absolute SLO): canary 1000 req, 0.60% errors")
+
+
+def test_the_same_rate_on_more_requests_fails_and_one_at_the_slo_passes() -> None:
+    # The extension bakes on the same window, so the counts grow: 0.7 % of 20,000 is beyond chance (p 0.00009),
+    # 0.6 % of them not yet (p 0.03). The primary is as bad: only the absolute gate speaks.
+    more = analyse(stats("canary", requests=20000, errors=140), stats("primary", requests=20000, errors=140), T)
+    line = next(c for c in more.checks if c.name == "error-rate")
+    assert more.verdict == "fail" and line.p_value is not None and line.p_value < 0.0005
+    assert more.reasons == ("absolute SLO: error rate 0.70% above 0.50%",)
+    fewer = analyse(stats("canary", requests=20000, errors=120), stats("primary", requests=20000, errors=120), T)
+    assert fewer.verdict == "inconclusive"
+    assert analyse(stats("canary", errors=5), stats("primary"), T).verdict == "pass"  # 0.50 %: not above

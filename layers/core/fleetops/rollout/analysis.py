@@ -186,14 +186,19 @@ def _relative_p_value(check: CanaryCheck, canary: VariantStats, baseline: Varian
 
 
 def _over_maximum(line: CheckResult, check: CanaryCheck, c: float, canary: VariantStats, limit: float) -> CheckResult:
-    """An absolute gate: a rate over its limit fails only when its counts make chance unlikely; the rest, over."""
+    """An absolute gate: over its limit fails. A rate over its limit fails only when its counts make chance
+    unlikely; until they do it is inconclusive, never a pass: the step bakes again on the same window, so the
+    counts grow until the rate is shown over the SLO (fail) or falls under it (pass), or the extensions run out
+    (roll back). A canary over the SLO is never promoted on a lucky draw."""
     reason = _above(check, c, limit)
     if c <= limit or check.divided_by is None or check.statistic != "Sum":
         return _unless(line, c > limit, "fail", reason)
     events, trials = (round(canary.of(Series(m, "Sum")) or 0.0) for m in (check.metric, check.divided_by))
     p = rate_above_p_value(events, trials, limit)
     line = line.model_copy(update={"p_value": p})
-    return _unless(line, p < ALPHA, "fail", reason)
+    if p < ALPHA:
+        return _unless(line, True, "fail", reason)
+    return _unless(line, True, "inconclusive", f"{reason}, not yet beyond chance (p {p:.2g}): bake longer")
 
 
 def _unless(line: CheckResult, failed: bool, outcome: Outcome, reason: str) -> CheckResult:
