@@ -1,7 +1,9 @@
 """A gateway that supervises its own real engine: warm-up gate, real engine death, restart, giving up, exit.
 
 The tests run in file order on one gateway (module scope): its engine starts once, is killed for real
-(SIGKILL to the engine's process group) and restarted in place, then made unable to start.
+(SIGKILL to the engine's process group) and restarted in place, then made unable to start. The first death
+follows a CUDA OOM trace in the engine's log (a stand-in: a CPU engine cannot run out of GPU memory), so the
+gateway must tell it from the second, a plain SIGKILL, and from the failed starts.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -44,6 +47,11 @@ SUPERVISOR = {
 #: An engine knob from the model's environment (the contract's SM_VLLM_*), over gateway.yaml's engine section.
 MODEL_KNOBS = {"SM_VLLM_MAX_NUM_SEQS": "8"}
 
+#: STAND-IN for a real CUDA OOM, which needs a GPU (tests/gpu/test_cuda_oom_gpu.py causes one there): the lines
+#: vLLM 0.32's engine core and API server write when the engine core dies of one, written into the engine's own
+#: output pipe just before its process group is killed.
+CUDA_OOM_TRACE = Path(__file__).parents[1] / "unit/gateway/data/engine_deaths/cuda_oom_during_decode.log"
+
 
 @pytest.fixture(scope="module")
 def model_copy(tiny_model: TinyModel, tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -67,9 +75,32 @@ def owned(tiny_model: TinyModel, model_copy: Path, tmp_path_factory: pytest.Temp
         yield handle
 
 
-def ask(handle: GatewayHandle, **extra: object) -> httpx.Response:
+def ask(handle: GatewayHandle, request_id: str | None = None, **extra: object) -> httpx.Response:
     body = {"messages": [{"role": "user", "content": "is volume 3 out?"}], "max_tokens": 8, **extra}
-    return httpx.post(f"{handle.url}/invocations", json=body, timeout=60)
+    headers = {"X-Request-Id": request_id} if request_id else {}
+    return httpx.post(f"{handle.url}/invocations", json=body, headers=headers, timeout=60)
+
+
+def request_line(handle: GatewayHandle, request_id: str) -> dict[str, Any]:
+    """The request log's line of one request (one JSON line per answer on the gateway's stdout)."""
+    lines = [json.loads(line) for line in handle.process.stdout().splitlines() if '"log_type":"request"' in line]
+    found: list[dict[str, Any]] = [line for line in lines if line["request_id"] == request_id]
+    (line,) = found
+    return line
+
+
+def death_records(handle: GatewayHandle) -> list[dict[str, Any]]:
+    """The EMF records of the engine's deaths (dimension set [EndpointName, VariantName, Cause])."""
+    return [record for record in handle.emf_lines() if record.get("log_type") == "engine_death"]
+
+
+def write_to_engine_log(engine_pid: int, text: bytes) -> None:
+    """Write into the engine's own stdout/stderr pipe, as its processes would (Linux: /proc/<pid>/fd/2)."""
+    fd = os.open(f"/proc/{engine_pid}/fd/2", os.O_WRONLY)
+    try:
+        os.write(fd, text)
+    finally:
+        os.close(fd)
 
 
 @pytest.mark.slow(reason="watches the gateway's own CPU vLLM engine start and warm every adapter (30-60 s)")
@@ -112,8 +143,20 @@ def test_the_engine_keeps_idle_connections_longer_than_the_gateway_reuses_them(o
     assert int(environ["VLLM_HTTP_TIMEOUT_KEEP_ALIVE"]) > KEEPALIVE_S
 
 
+def die_of_a_cuda_oom(handle: GatewayHandle, engine_pid: int) -> None:
+    """The stand-in's trace (see ``CUDA_OOM_TRACE``) in the engine's log, then its whole process group killed."""
+    write_to_engine_log(engine_pid, CUDA_OOM_TRACE.read_bytes())
+    deadline = time.monotonic() + 10
+    while "torch.OutOfMemoryError" not in handle.process.stderr():  # passed through the gateway to its stderr
+        assert time.monotonic() < deadline, handle.process.stderr()[-3000:]
+        time.sleep(0.1)
+    os.killpg(engine_pid, signal.SIGKILL)  # the real thing: the engine and its workers die at once
+
+
 @pytest.mark.slow(reason="kills the engine and waits for the gateway to start a new one in place (30-60 s)")
-def test_engine_death_gets_controlled_answers_and_an_in_place_restart(owned: GatewayHandle) -> None:
+def test_a_cuda_oom_engine_death_gets_controlled_answers_its_cause_and_an_in_place_restart(
+    owned: GatewayHandle,
+) -> None:
     assert owned.engine_port is not None
     (engine_pid,) = engine_pids(owned.engine_port)
     stream_text: list[str] = []
@@ -126,7 +169,8 @@ def test_engine_death_gets_controlled_answers_and_an_in_place_restart(owned: Gat
             "stream": True,
             "min_tokens": 1600,
         }
-        with httpx.stream("POST", f"{owned.url}/invocations", json=body, timeout=120) as response:
+        headers = {"X-Request-Id": "in-flight-at-oom"}
+        with httpx.stream("POST", f"{owned.url}/invocations", json=body, headers=headers, timeout=120) as response:
             for chunk in response.iter_text():
                 stream_text.append(chunk)
                 first_chunk.set()
@@ -134,7 +178,7 @@ def test_engine_death_gets_controlled_answers_and_an_in_place_restart(owned: Gat
     worker = threading.Thread(target=in_flight_stream)
     worker.start()
     assert first_chunk.wait(60)
-    os.killpg(engine_pid, signal.SIGKILL)  # the real thing: the engine and its workers die at once
+    die_of_a_cuda_oom(owned, engine_pid)
     worker.join(120)
     events = sse_data("".join(stream_text))
     assert events[-1] == "[DONE]"
@@ -142,7 +186,7 @@ def test_engine_death_gets_controlled_answers_and_an_in_place_restart(owned: Gat
     assert last["choices"][0]["finish_reason"] == "fallback"
     assert last["backend"]["fallback_reason"] == "engine_unavailable"
 
-    during = ask(owned)
+    during = ask(owned, request_id="during-restart-after-oom")
     assert during.status_code == 200
     assert during.headers["x-gateway-fallback"] in ("engine_unavailable", "engine_error")
     assert during.json()["choices"][0]["message"]["content"].startswith("Sorry, the assistant is busy")
@@ -164,6 +208,22 @@ def test_engine_death_gets_controlled_answers_and_an_in_place_restart(owned: Gat
     assert owned.metric_total("BreakerTrips") >= 1
     assert owned.metric_total("EngineRestarts") >= 1
     assert owned.metric_total("Fallbacks") >= 2
+    assert_told_a_cuda_oom(owned, engine_pid)
+
+
+def assert_told_a_cuda_oom(handle: GatewayHandle, engine_pid: int) -> None:
+    """The death is told apart from other deaths: counted in OomCaught (no engine call was answered out of memory)
+    with its cause, in the gateway's log, its EMF record and the request log lines of the requests it failed."""
+    assert (handle.metric_total("OomCaught"), handle.metric_total("EngineDeaths")) == (1, 1)
+    (death,) = death_records(handle)
+    assert death["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["EndpointName", "VariantName", "Cause"]]
+    assert (death["Cause"], death["OomCaught"], death["EngineDeaths"]) == ("cuda_oom", 1.0, 1.0)
+    assert (death["cause"], death["phase"], death["exit_status"]) == ("cuda_oom", "serving", "signal 9 (SIGKILL)")
+    assert "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB" in str(death["evidence"])
+    assert f"engine died (pid {engine_pid}): cause cuda_oom (signal 9 (SIGKILL))" in handle.process.stderr()
+    for request_id in ("in-flight-at-oom", "during-restart-after-oom"):
+        line = request_line(handle, request_id)
+        assert (line["outcome"], line["engine_death_cause"]) == ("fallback", "cuda_oom"), line
 
 
 def test_unhealthy_after_n_failed_restarts(owned: GatewayHandle, model_copy: Path) -> None:
@@ -178,8 +238,16 @@ def test_unhealthy_after_n_failed_restarts(owned: GatewayHandle, model_copy: Pat
         time.sleep(0.5)
     assert httpx.get(f"{owned.url}/ping", timeout=2).json() == {"status": "engine_failed"}
     assert owned.process.stderr().count("engine start failed") == SUPERVISOR["max_failed_restarts"] + 1
-    assert ask(owned).headers["x-gateway-fallback"] == "engine_unavailable"
+    assert ask(owned, request_id="after-giving-up").headers["x-gateway-fallback"] == "engine_unavailable"
     assert config_file.exists()
+    # A SIGKILL with no error in the log is "killed", a start that exits on a bad model "other": neither is an OOM.
+    assert f"engine died (pid {engine_pid}): cause killed (signal 9 (SIGKILL)); restarting" in owned.process.stderr()
+    assert request_line(owned, "after-giving-up")["engine_death_cause"] == "other"
+    time.sleep(2.5)  # one metrics interval
+    causes = [(record["cause"], record["phase"]) for record in death_records(owned)]
+    failed_starts = [("other", "start")] * (int(SUPERVISOR["max_failed_restarts"]) + 1)
+    assert causes == [("cuda_oom", "serving"), ("killed", "serving"), *failed_starts]
+    assert owned.metric_total("OomCaught") == 1
 
 
 def test_sigterm_exits_zero_and_leaves_no_engine(owned: GatewayHandle) -> None:
