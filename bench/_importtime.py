@@ -13,6 +13,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,18 +42,29 @@ print(time.perf_counter() - start)
 """
 
 
-def _sample(path: Path, env: dict[str, str]) -> float:
-    out = subprocess.run(
-        [sys.executable, "-c", _PROBE, str(path)], env=env, capture_output=True, text=True, check=True, timeout=120
-    )
+def _sample(path: Path, env: dict[str, str], python: str) -> float:
+    probe = [python, "-c", _PROBE, str(path)]
+    out = subprocess.run(probe, check=False, env=env, capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        raise RuntimeError(f"importing {path} failed:\n{out.stderr[-2000:]}")
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def import_ratio(handler: Path, env: dict[str, str], repeats: int = 15) -> dict[str, float]:
-    """Median cold import seconds of ``handler`` and of a bare Powertools handler, and their ratio."""
+def import_ratio(
+    handler: Path,
+    env: dict[str, str],
+    repeats: int = 15,
+    *,
+    python: str = sys.executable,
+    path: Sequence[Path] = (REPO / "layers/core", REPO),
+) -> dict[str, float]:
+    """Median cold import seconds of ``handler`` and of a bare Powertools handler, and their ratio.
+
+    ``python`` runs the samples with ``path`` as its PYTHONPATH (by default this checkout's layer source).
+    """
     full_env = {
         **os.environ,
-        "PYTHONPATH": f"{REPO / 'layers/core'}{os.pathsep}{REPO}",
+        "PYTHONPATH": os.pathsep.join(str(p) for p in path),
         "POWERTOOLS_SERVICE_NAME": "bench",
         "POWERTOOLS_METRICS_NAMESPACE": "bench",
         "PYTHONDONTWRITEBYTECODE": "0",
@@ -61,12 +73,12 @@ def import_ratio(handler: Path, env: dict[str, str], repeats: int = 15) -> dict[
     with tempfile.TemporaryDirectory() as tmp:
         bare = Path(tmp) / "bare_app.py"
         bare.write_text(BARE_HANDLER)
-        _sample(handler, full_env)  # warm the bytecode caches of both, as a deployed package has them
-        _sample(bare, full_env)
+        _sample(handler, full_env, python)  # warm the bytecode caches of both, as a deployed package has them
+        _sample(bare, full_env, python)
         ours, base = [], []
         for _ in range(repeats):
-            ours.append(_sample(handler, full_env))
-            base.append(_sample(bare, full_env))
+            ours.append(_sample(handler, full_env, python))
+            base.append(_sample(bare, full_env, python))
     handler_ms = statistics.median(ours) * 1000
     bare_ms = statistics.median(base) * 1000
     return {
