@@ -45,6 +45,7 @@ from fleetops.tables import REGISTRY_PK, REGISTRY_SK
 __all__ = [
     "APPROVAL_URL",
     "ARTIFACT_BUCKET",
+    "CAPTURE_BUCKET",
     "ENDPOINT",
     "FUNCTIONS",
     "IMAGE_REPOSITORY",
@@ -99,6 +100,8 @@ ROLE = f"arn:aws:iam::{ACCOUNT_ID}:role/manga-llm-sagemaker-execution"
 #: ModelArtifactBucket): the only role, image repository and weights bucket a rollout may use.
 IMAGE_REPOSITORY = f"{ACCOUNT_ID}.dkr.ecr.{REGION}.amazonaws.com/manga-llm"
 ARTIFACT_BUCKET = "manga-llm-artifacts"
+#: The stack's CaptureBucket: shadowed rollouts' data capture, SSE-KMS with a key of its own (CaptureKey).
+CAPTURE_BUCKET = "manga-llm-captures"
 APPROVAL_URL = "https://approve.example.lambda-url.us-east-1.on.aws/"
 REQUEST_URL = "https://request.example.lambda-url.us-east-1.on.aws/"
 #: Who requests the rollouts of these tests (signed caller of the request function); approvers are others.
@@ -185,6 +188,7 @@ def deploy(core: CoreResources | None = None) -> RolloutWorkflow:
         sfn_role,
     )
     inbox = create_inbox(core.topic_arn, "rollout-inbox")
+    capture_key = _create_capture_store()
     env = core.environment() | {
         "APPROVAL_TABLE": approvals,
         "APPROVAL_URL": APPROVAL_URL,
@@ -194,10 +198,26 @@ def deploy(core: CoreResources | None = None) -> RolloutWorkflow:
         "MODEL_EXECUTION_ROLE_ARN": ROLE,
         "MODEL_IMAGE_REPOSITORY": IMAGE_REPOSITORY,
         "MODEL_ARTIFACT_BUCKET": ARTIFACT_BUCKET,
+        "SHADOW_CAPTURE_BUCKET": CAPTURE_BUCKET,
+        "SHADOW_CAPTURE_KEY_ARN": capture_key,
     }
     return RolloutWorkflow(
         rollout, rollback, approvals, registry, core.audit_table, core.lease_table, core.topic_arn, inbox, env
     )
+
+
+def _create_capture_store() -> str:
+    """The capture bucket, encrypted by default with its own KMS key (as template.yaml's); the key's ARN."""
+    key = boto3.client("kms").create_key(Description="shadow capture")["KeyMetadata"]["Arn"]
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket=CAPTURE_BUCKET)
+    s3.put_bucket_encryption(
+        Bucket=CAPTURE_BUCKET,
+        ServerSideEncryptionConfiguration={
+            "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": key}}]
+        },
+    )
+    return str(key)
 
 
 @contextmanager

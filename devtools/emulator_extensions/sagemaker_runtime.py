@@ -22,12 +22,13 @@ this module answers both operations for the endpoints it hosts, in front of moto
 - data capture: where the endpoint's config has a ``DataCaptureConfig`` with ``EnableCapture``, a sampled
   share (``InitialSamplingPercentage``) of answered ``InvokeEndpoint`` calls is written after the answer, in
   the background, as SageMaker's JSON lines record (``captureData.endpointInput``/``endpointOutput``,
-  ``eventMetadata.eventId``/``inferenceTime``) under ``<DestinationS3Uri>/<endpoint>/<variant>/yyyy/mm/dd/hh/``.
+  ``eventMetadata.eventId``/``inferenceTime``, and ``inferenceId`` where the call gave an ``InferenceId``) under
+  ``<DestinationS3Uri>/<endpoint>/<variant>/yyyy/mm/dd/hh/``, SSE-KMS with the config's ``KmsKeyId`` if it has one.
 
 Approximated: the wording of the ``ValidationError`` messages other than "Endpoint ... not found"; an
 unreachable container answers ``ServiceUnavailable``; data capture writes one file per record (SageMaker
 batches records into files). Not emulated: the 6 MB payload limit,
-``InferenceId``/``SessionId``/``TargetModel``/``InferenceComponentName`` headers, async inference.
+``SessionId``/``TargetModel``/``InferenceComponentName`` headers, async inference.
 """
 
 from __future__ import annotations
@@ -260,11 +261,11 @@ def invoke(target: _Target, request: Request) -> Response:
         return _unreachable(target, exc)
     if not answer.is_success:
         return _model_error(target, answer.status_code, answer.content)
-    _capture(target, request.get_data(), answer.content)
+    _capture(target, request, answer.content)
     return Response(answer.content, 200, _answer_headers(target, answer, "Content-Type"))
 
 
-def _capture(target: _Target, request_body: bytes, answer_body: bytes) -> None:
+def _capture(target: _Target, request: Request, answer_body: bytes) -> None:
     """Data capture of one answered invocation, off the caller's path (see the module docstring)."""
     backend = sagemaker_backends[target.account][target.region]
     config = backend.endpoint_configs.get(target.endpoint.endpoint_config_name)
@@ -277,9 +278,16 @@ def _capture(target: _Target, request_body: bytes, answer_body: bytes) -> None:
     def side(data: bytes, mode: str) -> dict[str, str]:
         return {"observedContentType": "application/json", "mode": mode, "data": data.decode(), "encoding": "JSON"}
 
+    metadata = {"eventId": event_id, "inferenceTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    inference_id = request.headers.get("X-Amzn-SageMaker-Inference-Id")
+    if inference_id:
+        metadata["inferenceId"] = inference_id
     record = {
-        "captureData": {"endpointInput": side(request_body, "INPUT"), "endpointOutput": side(answer_body, "OUTPUT")},
-        "eventMetadata": {"eventId": event_id, "inferenceTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")},
+        "captureData": {
+            "endpointInput": side(request.get_data(), "INPUT"),
+            "endpointOutput": side(answer_body, "OUTPUT"),
+        },
+        "eventMetadata": metadata,
         "eventVersion": "0",
     }
     bucket, _, prefix = str(capture["DestinationS3Uri"]).removeprefix("s3://").partition("/")
@@ -288,8 +296,13 @@ def _capture(target: _Target, request_body: bytes, answer_body: bytes) -> None:
         f"{now:%M-%S-%f}-{event_id}.jsonl"
     )
     line = (json.dumps(record) + "\n").encode()
+    key_id = capture.get("KmsKeyId")
+    encryption = {"encryption": "aws:kms", "kms_key_id": key_id} if key_id else {}
     threading.Thread(
-        target=s3_backends[target.account]["global"].put_object, args=(bucket, key, line), daemon=True
+        target=s3_backends[target.account]["global"].put_object,
+        args=(bucket, key, line),
+        kwargs=encryption,
+        daemon=True,
     ).start()
 
 

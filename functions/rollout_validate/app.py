@@ -18,6 +18,7 @@ from fleetops.aws import clients
 from fleetops.aws.sagemaker_endpoint import read_endpoint
 from fleetops.aws.switches import KillSwitch
 from fleetops.config import load_fleet_config
+from fleetops.promotion.shadow_capture import CaptureDestination
 from fleetops.rollout.checks import CANARY_CHECKS, load_canary_checks
 from fleetops.rollout.guardrails import StackLimits
 from fleetops.rollout.model_pointer import ModelPointerStore
@@ -39,6 +40,9 @@ class Settings(CommonSettings):
     model_image_repository: str = Field(min_length=1)
     model_artifact_bucket: str = Field(min_length=1)
     canary_checks_path: str = ""  # the canary analysis's CANARY_CHECKS_PATH: the limits a request may only tighten
+    # Where a shadowed rollout captures live requests (template.yaml CaptureBucket, CaptureKey); unset: refused.
+    shadow_capture_bucket: str | None = None
+    shadow_capture_key_arn: str | None = None
 
 
 class Event(BaseModel):
@@ -67,6 +71,9 @@ def dependencies() -> PrepareDeps:
             image_repository=settings.model_image_repository,
             artifact_bucket=settings.model_artifact_bucket,
             environment_name=settings.environment_name,
+            capture=CaptureDestination(settings.shadow_capture_bucket, settings.shadow_capture_key_arn)
+            if settings.shadow_capture_bucket and settings.shadow_capture_key_arn
+            else None,
         ),
         dry_run=settings.dry_run,
         max_num_seqs=settings.max_num_seqs,

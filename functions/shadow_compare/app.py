@@ -2,8 +2,9 @@
 
 Event (from the state machine): ``{"endpoint_name", "canary_variant_name", "baseline_variant_name",
 "capture_uri", "shadow"}``; ``shadow`` is the rollout's option (:class:`fleetops.promotion.shadow.ShadowSpec`),
-``capture_uri`` the canary config's data capture destination. Returns the comparison; its ``summary`` is what
-the rollout's output and, on a failure, its rollback reason say.
+``capture_uri`` the shadow config's data capture destination (capture is already off when this runs). Returns
+the comparison; its ``summary`` is what the rollout's output and, on a failure, its rollback reason say. Every
+capture under ``capture_uri`` is deleted once compared, whatever the verdict.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from fleetops.aws import clients
 from fleetops.promotion.candidate_gate import Invoke
 from fleetops.promotion.endpoint_invoke import variant_invoker
 from fleetops.promotion.shadow import ShadowSpec, judge_shadow
-from fleetops.promotion.shadow_replay import captured_requests, replay
+from fleetops.promotion.shadow_replay import captured_requests, delete_captures, replay
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -48,8 +49,11 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     parsed = Event.model_validate(event)
     s3, invoke = dependencies(parsed.endpoint_name)
     limit = parsed.shadow.max_requests
-    captured = captured_requests(s3, parsed.capture_uri, parsed.endpoint_name, parsed.baseline_variant_name, limit)
-    replays = replay(invoke, captured, parsed.canary_variant_name, parsed.baseline_variant_name)
+    try:
+        captured = captured_requests(s3, parsed.capture_uri, parsed.endpoint_name, parsed.baseline_variant_name, limit)
+        replays = replay(invoke, captured, parsed.canary_variant_name, parsed.baseline_variant_name)
+    finally:
+        deleted = delete_captures(s3, parsed.capture_uri)
     result = judge_shadow(replays, parsed.shadow)
-    logger.info("shadow compared", extra={"passed": result.passed, "summary": result.summary})
+    logger.info("shadow compared", extra={"passed": result.passed, "summary": result.summary, "deleted": deleted})
     return result.model_dump(mode="json")

@@ -175,6 +175,12 @@ class RolloutFloors(StrictModel):
         description="check the artifact before anything is created, then load-test and evaluate the canary at "
         "weight 0 before any user is routed to it (fleetops.promotion); a failure rolls back before users",
     )
+    max_shadow_sampling_percent: int = Field(
+        default=20,
+        ge=1,
+        le=100,
+        description="the largest share of live requests a shadowed rollout may capture (users' conversations)",
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> RolloutFloors:

@@ -154,12 +154,50 @@ def test_the_pre_traffic_gates_and_the_shadow_phase_stand_before_the_first_weigh
     assert every["CandidateVerdict"]["Choices"] == [
         {"Variable": "$.candidate_gate.passed", "BooleanEquals": True, "Next": "Shadow?"}
     ]
-    assert every["Shadow?"]["Choices"] == [{"Variable": "$.plan.shadow", "IsNull": False, "Next": "ShadowBake"}]
+    assert every["Shadow?"]["Choices"] == [{"Variable": "$.plan.shadow", "IsNull": False, "Next": "StartCapture"}]
     assert every["ShadowVerdict"]["Choices"] == [
         {"Variable": "$.shadow_comparison.passed", "BooleanEquals": True, "Next": "FirstStep"}
     ]
     for verdict in ("CandidateVerdict", "ShadowVerdict"):
         assert ends_of_catch(every, every[verdict]["Default"]) == {"Rollback"}
+
+
+def test_capture_is_on_only_from_after_the_candidate_gate_for_the_shadow_seconds_and_off_before_the_comparison() -> (
+    None
+):
+    every = states("canary_rollout.asl.json")
+    # Only the shadow config captures; the canary config users' traffic runs on otherwise does not.
+    capturing = {name for name, state in every.items() if "DataCaptureConfig.$" in state.get("Parameters", {})}
+    assert capturing == {"CreateShadowConfig"}
+    assert every["CreateShadowConfig"]["Parameters"]["EndpointConfigName.$"] == "$.plan.shadow_endpoint_config_name"
+    assert every["DeployCanary"]["Parameters"]["EndpointConfigName.$"] == "$.plan.canary_endpoint_config_name"
+    # The endpoint goes onto the shadow config in one place, reached only from Shadow? (after the candidate gate,
+    # so its prompts are never captured) ...
+    to_shadow = {
+        name
+        for name, state in every.items()
+        if state.get("Parameters", {}).get("EndpointConfigName.$") == "$.plan.shadow_endpoint_config_name"
+        and state["Resource"].endswith("updateEndpoint")
+    }
+    assert to_shadow == {"StartCapture"}
+    assert {name for name, state in every.items() if "StartCapture" in next_states(state)} == {"Shadow?"}
+    # ... bakes shadow.seconds once InService there, then goes back to the canary config (capture off) ...
+    continues = {c["StringEquals"]: c["Next"] for c in every["Continue"]["Choices"]}
+    assert every["PollAfterStartCapture"]["Parameters"]["then"] == "shadow-bake" and continues["shadow-bake"] == (
+        "ShadowBake"
+    )
+    assert every["ShadowBake"]["SecondsPath"] == "$.plan.shadow.seconds" and every["ShadowBake"]["Next"] == "EndCapture"
+    end = every["EndCapture"]["Parameters"]
+    assert end["EndpointConfigName.$"] == "$.plan.canary_endpoint_config_name" and end["RetainAllVariantProperties"]
+    # ... and compares only once the endpoint is InService without capture.
+    assert every["PollAfterEndCapture"]["Parameters"] == {
+        "attempt": 0,
+        "then": "shadow-compare",
+        "expect.$": "$.plan.canary_endpoint_config_name",
+    }
+    assert continues["shadow-compare"] == "CompareShadow"
+    assert {name for name, state in every.items() if "CompareShadow" in next_states(state)} == {"Continue"}
+    assert [c["Next"] for c in every["StartCapture"]["Catch"] + every["EndCapture"]["Catch"]] == ["Rollback"] * 2
 
 
 def test_approval_waits_for_the_task_token_with_a_heartbeat_and_a_timeout() -> None:

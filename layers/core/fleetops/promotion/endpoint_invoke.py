@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from fleetops.promotion.candidate_gate import Invoke, Reply, answer_text
+from fleetops.promotion.shadow import CONTROL_PLANE_INFERENCE_ID
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker_runtime import SageMakerRuntimeClient
@@ -35,6 +37,8 @@ def variant_invoker(runtime: SageMakerRuntimeClient, endpoint_name: str) -> Invo
                 ContentType="application/json",
                 Accept="application/json",
                 CustomAttributes=GATE_ATTRIBUTE,
+                # Data capture records it: a shadow comparison never takes the gate's prompts for users'.
+                InferenceId=f"{CONTROL_PLANE_INFERENCE_ID}{uuid.uuid4().hex}",
                 Body=json.dumps(request),
             )
             payload = json.loads(response["Body"].read())

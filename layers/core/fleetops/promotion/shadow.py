@@ -1,11 +1,13 @@
 """Shadow comparison: live requests the primary answered, replayed to the candidate at weight 0, compared.
 
-With a rollout's ``shadow`` option, the canary endpoint config turns on SageMaker data capture for a sampled
-share of live requests: the user gets the primary's answer as always, and SageMaker writes the request and that
-answer to S3 after answering (no added latency). After a shadow bake, the rollout replays the captured requests
-to the candidate and the primary by variant name and compares: both answers' errors and latency, and how similar
-the candidate's answer is to the one the user got. This module is the pure part: reading capture records,
-scoring, judging.
+With a rollout's ``shadow`` option, once the candidate gate has finished, the rollout switches the endpoint to a
+config with SageMaker data capture for a sampled share of live requests (:mod:`fleetops.promotion.shadow_capture`):
+the user gets the primary's answer as always, and SageMaker writes the request and that answer, encrypted with
+the stack's capture key, to the capture bucket after answering (no added latency). After ``seconds`` the rollout
+switches capture off again, then replays the captured requests to the candidate and the primary by variant name
+and compares: both answers' errors and latency, and how similar the candidate's answer is to the one the user
+got. The captures are deleted once compared. This module is the pure part: reading capture records, scoring,
+judging.
 """
 
 from __future__ import annotations
@@ -23,12 +25,21 @@ from pydantic import Field
 from fleetops.promotion.candidate_gate import answer_text
 from fleetops.validation import StrictModel
 
+#: Every request the control plane sends an endpoint itself (the candidate gate's prompts, the comparison's
+#: replays) carries an ``InferenceId`` starting with this. Data capture records it, and the comparison never
+#: counts such a record as a live request.
+CONTROL_PLANE_INFERENCE_ID = "fleetops-control-"
+
 
 class ShadowSpec(StrictModel):
     """The rollout option; ``None`` (the default) runs no shadow phase."""
 
-    sampling_percent: int = Field(default=20, ge=1, le=100, description="share of live requests captured")
-    seconds: int = Field(default=3600, ge=1, le=6 * 3600, description="how long live requests are captured")
+    sampling_percent: int = Field(
+        default=20, ge=1, le=100, description="share of live requests captured (fleet.yaml caps it per environment)"
+    )
+    seconds: int = Field(
+        default=3600, ge=1, le=6 * 3600, description="how long capture stays on before it is switched off"
+    )
     min_requests: int = Field(default=50, ge=1, description="fewer captured requests than this: no verdict, no pass")
     max_requests: int = Field(default=200, ge=1, le=1000, description="at most this many are replayed")
     min_similarity: float = Field(default=0.5, ge=0.0, le=1.0, description="mean similarity to the users' answers")
@@ -84,8 +95,17 @@ def _answer(payload: str) -> str | None:
     return answer_text(answer) if isinstance(answer, dict) else None
 
 
+def _from_control_plane(record: dict[str, Any]) -> bool:
+    metadata = record.get("eventMetadata")
+    inference_id = metadata.get("inferenceId") if isinstance(metadata, dict) else None
+    return isinstance(inference_id, str) and inference_id.startswith(CONTROL_PLANE_INFERENCE_ID)
+
+
 def parse_capture(jsonl: str) -> list[Captured]:
-    """The chat requests in one data capture file (JSON lines); other lines are skipped.
+    """The users' chat requests in one data capture file (JSON lines); other lines are skipped.
+
+    So is a record whose ``inferenceId`` starts with :data:`CONTROL_PLANE_INFERENCE_ID`: the control plane sent
+    it (a candidate gate prompt), not a user.
 
     Examples
     --------
@@ -103,6 +123,8 @@ def parse_capture(jsonl: str) -> list[Captured]:
             data = record["captureData"]
             request = json.loads(_data(data["endpointInput"]))
         except (ValueError, KeyError, TypeError):
+            continue
+        if _from_control_plane(record):
             continue
         if isinstance(request, dict) and isinstance(request.get("messages"), list):
             answer = _answer(_data(data.get("endpointOutput", {})))

@@ -1,4 +1,5 @@
-"""The shadow comparison's adapters: read SageMaker data capture from S3, replay it to both variants by name."""
+"""The shadow comparison's adapters: read SageMaker data capture from S3, replay it to both variants by name, and
+delete the captures once compared."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from fleetops.promotion.shadow import Captured, Replayed, parse_capture
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.type_defs import ObjectIdentifierTypeDef
 
 
 def captured_requests(s3: S3Client, capture_uri: str, endpoint: str, variant: str, limit: int) -> list[Captured]:
@@ -28,6 +30,30 @@ def captured_requests(s3: S3Client, capture_uri: str, endpoint: str, variant: st
             if len(found) >= limit:
                 return found[:limit]
     return found
+
+
+def delete_captures(s3: S3Client, capture_uri: str) -> int:
+    """Delete every object under the rollout's capture prefix (all endpoints and variants); how many there were.
+
+    Raises
+    ------
+    RuntimeError
+        When S3 refused to delete some of them (they are named), so the rollout does not go on as if none were
+        left.
+    """
+    bucket, key = split_s3_url(capture_uri.rstrip("/") + "/")
+    deleted = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key):
+        keys: list[ObjectIdentifierTypeDef] = [{"Key": item["Key"]} for item in page.get("Contents", [])]
+        if not keys:
+            continue
+        answer = s3.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+        errors = answer.get("Errors", [])
+        if errors:
+            failed = ", ".join(f"{e.get('Key')} ({e.get('Code')})" for e in errors[:5])
+            raise RuntimeError(f"could not delete {len(errors)} captures under {capture_uri}: {failed}")
+        deleted += len(keys)
+    return deleted
 
 
 def replay(invoke: Invoke, captured: list[Captured], candidate: str, primary: str, workers: int = 4) -> list[Replayed]:

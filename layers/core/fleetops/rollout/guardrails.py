@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from fleetops.config import EndpointConfig, FleetConfig, RolloutFloors
+from fleetops.promotion.shadow_capture import CaptureDestination
 from fleetops.rollout.checks import CanaryChecks, Compare, Thresholds
 from fleetops.rollout.plan import (
     UNKNOWN_REQUESTER,
@@ -45,6 +46,7 @@ class StackLimits:
     image_repository: str  # e.g. 123456789012.dkr.ecr.us-east-1.amazonaws.com/manga-llm
     artifact_bucket: str
     environment_name: Literal["dev", "prod"] | None = None  # None: every endpoint of fleet.yaml
+    capture: CaptureDestination | None = None  # where a shadowed rollout captures; None: shadow refused
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,7 @@ def apply_guardrails(request: RolloutRequest, fleet: FleetConfig, checks: Canary
     if endpoint is not None:
         problems += _approval_problems(request, floors, endpoint)
         problems += _duration_problems(request, floors)
+        problems += _shadow_problems(request, floors, endpoint)
     problems += threshold_problems(request.thresholds, checks)
     problems += _payload_problems(request.model, stack, floors)
     if problems:
@@ -129,6 +132,17 @@ def _duration_problems(request: RolloutRequest, floors: RolloutFloors) -> list[s
             "shorter approval timeouts or bakes"
         )
     return problems
+
+
+def _shadow_problems(request: RolloutRequest, floors: RolloutFloors, endpoint: EndpointConfig) -> list[str]:
+    # Capture stores users' conversations: an environment caps the share of them a rollout may take.
+    if request.shadow is None or request.shadow.sampling_percent <= floors.max_shadow_sampling_percent:
+        return []
+    return [
+        f"shadow.sampling_percent: {request.shadow.sampling_percent} % of live requests is above the limit of "
+        f"{floors.max_shadow_sampling_percent} % on a {endpoint.environment} endpoint (fleet.yaml rollout_policy."
+        f"{endpoint.environment}.max_shadow_sampling_percent): captured requests are users' conversations"
+    ]
 
 
 def threshold_problems(thresholds: Thresholds, checks: CanaryChecks) -> list[str]:

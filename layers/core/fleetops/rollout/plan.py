@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from fleetops.config import VariantHosting
+from fleetops.config import INSTANCE_TYPE_PATTERN, VariantHosting
 from fleetops.endpoint import EndpointSnapshot, VariantSnapshot
 from fleetops.model_contract import (
     ENGINE_KNOB_PREFIX,
@@ -25,6 +25,7 @@ from fleetops.model_contract import (
     environment_problems,
 )
 from fleetops.promotion.shadow import ShadowSpec
+from fleetops.promotion.shadow_capture import CaptureDestination, data_capture_config
 from fleetops.rollout.checks import Thresholds
 from fleetops.rollout.versions import (
     VERSION_PATTERN,
@@ -45,7 +46,7 @@ _NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 _MAX_NAME = 63
 #: The rollout's lease holder is this prefix + the rollout id; a rollback may take such a lease over.
 ROLLOUT_LEASE_PREFIX = "canary_rollout/"
-_SUFFIXES = ("-model", "-final-model", "-canary", "-final")
+_SUFFIXES = ("-model", "-final-model", "-canary", "-shadow", "-final")
 #: Who asked: an IAM principal's ARN (user, role, assumed role, federated user or root), as a signed caller has.
 PRINCIPAL_ARN = r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(root|[a-z-]+/[\w+=,.@/-]+)$"
 #: What ``requested_by`` says on a dry run that did not name anyone; any other run must name its principal.
@@ -156,7 +157,9 @@ class ModelSpec(StrictModel):
 
 
 class CanarySpec(StrictModel):
-    instance_type: str = Field(pattern=r"^ml\.[a-z0-9-]+\.[a-z0-9]+$")
+    """The canary variant; fleet.yaml's ``canary_limits`` bound its type and count (the guardrails)."""
+
+    instance_type: str = Field(pattern=INSTANCE_TYPE_PATTERN)
     instance_count: int = Field(default=1, ge=1, le=20)
     variant_name: str = Field(default="canary", min_length=1, max_length=63, pattern=_NAME.pattern)
 
@@ -356,8 +359,11 @@ class RolloutPlan(StrictModel):
         default=True, description="the artifact gate before the lease, the candidate gate before the first step"
     )
     shadow: ShadowSpec | None = None
+    shadow_endpoint_config_name: str | None = Field(
+        default=None, description="the canary config's variants with data capture on, for shadow.seconds only"
+    )
     canary_data_capture: dict[str, Any] | None = Field(
-        default=None, description="the canary config's DataCaptureConfig"
+        default=None, description="the shadow config's DataCaptureConfig (capture bucket and key)"
     )
     dry_run: bool = False
     kind: Literal["rollout-plan"] = "rollout-plan"
@@ -399,7 +405,8 @@ def lease_budget_seconds(request: RolloutRequest) -> int:
     specs = request.step_specs()
     approvals = sum(bool(s.approval) for s in specs) * request.approval.timeout_seconds
     bakes = sum(s.bake_seconds or 0 for s in specs) * (1 + request.max_extensions)
-    shadow = request.shadow.seconds if request.shadow else 0
+    # The shadow phase: capture on, its seconds, capture off (two endpoint updates).
+    shadow = request.shadow.seconds + 2 * sum(request.in_service.waits()) if request.shadow else 0
     return approvals + bakes + shadow + (len(specs) + 3) * sum(request.in_service.waits()) + 3600
 
 
@@ -421,14 +428,14 @@ def build_plan(
     dry_run: bool = False,
     network_isolation: bool = True,
     pre_traffic_gates: bool = True,
-    capture_bucket: str | None = None,
+    capture: CaptureDestination | None = None,
     hosting: VariantHosting | None = None,
 ) -> RolloutPlan:
     """Compute the rollout plan from the request and the endpoint as it is now.
 
     ``network_isolation`` is CreateModel's ``EnableNetworkIsolation`` and ``pre_traffic_gates`` whether the
     workflow runs the artifact and candidate gates (both from the environment's ``rollout_policy``);
-    ``capture_bucket`` is where a shadowed rollout's data capture writes (the stack's artifact bucket);
+    ``capture`` is the stack's capture bucket and key, where a shadowed rollout's data capture writes;
     ``hosting`` (fleet.yaml's, for the endpoint) goes onto every variant of both configs, the ones copied from
     the current config included, so no config the rollout creates falls back to SageMaker's old default driver.
 
@@ -505,9 +512,10 @@ def build_plan(
     )
     waits = request.in_service.waits()
     budget = lease_budget_seconds(request)
-    capture_uri = f"s3://{capture_bucket}/shadow-capture/{request.rollout_id}" if request.shadow else None
-    if request.shadow and not capture_bucket:
-        raise RolloutInputError("invalid rollout request: shadow: the stack names no bucket for the data capture")
+    if request.shadow and capture is None:
+        raise RolloutInputError(
+            "invalid rollout request: shadow: the stack names no capture bucket and key for the data capture"
+        )
     now_epoch = int(now.timestamp())
     release = request.model.release()
     pointer = Pointer(
@@ -577,15 +585,10 @@ def build_plan(
         dry_run=dry_run or request.dry_run,
         pre_traffic_gates=pre_traffic_gates,
         shadow=request.shadow,
-        canary_data_capture=None
-        if request.shadow is None
-        else {
-            "EnableCapture": True,
-            "InitialSamplingPercentage": request.shadow.sampling_percent,
-            "DestinationS3Uri": capture_uri,
-            "CaptureOptions": [{"CaptureMode": "Input"}, {"CaptureMode": "Output"}],
-            "CaptureContentTypeHeader": {"JsonContentTypes": ["application/json"]},
-        },
+        shadow_endpoint_config_name=f"{base}-shadow" if request.shadow else None,
+        canary_data_capture=(
+            data_capture_config(request.shadow, capture, request.rollout_id) if request.shadow and capture else None
+        ),
         change=release_change(current_pointer.release() if current_pointer else None, release),
         registry_item={
             REGISTRY_PK: {"S": request.model.name},

@@ -33,7 +33,7 @@ class PrepareDeps:
     pointer_prefix: str
     fleet: FleetConfig  # the endpoints of each environment and their rollout floors
     checks: CanaryChecks  # the declared limits a request may only tighten
-    stack: StackLimits  # the one role, image repository and artifact bucket a model may use
+    stack: StackLimits  # the one role, image repository and artifact bucket a model may use; the capture bucket
     dry_run: bool = False  # the stack's DRY_RUN: every rollout only plans
     max_num_seqs: int | None = None  # the stack's MaxNumSeqs: what the saturation alarm divides by
 
@@ -94,6 +94,6 @@ def prepare_rollout(request: dict[str, Any], now: datetime, deps: PrepareDeps) -
         dry_run=deps.dry_run,
         network_isolation=guarded.floors.network_isolation,
         pre_traffic_gates=guarded.floors.pre_traffic_gates,
-        capture_bucket=deps.stack.artifact_bucket,
+        capture=deps.stack.capture,
         hosting=listed.hosting if listed else None,
     )
