@@ -7,6 +7,7 @@ others still apply (see :func:`fleetops.calendar.parse_entries`).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,6 +15,9 @@ from pydantic import Field, field_validator, model_validator
 
 from fleetops.model_contract import INFERENCE_AMIS, NEWEST_INFERENCE_AMI
 from fleetops.validation import StrictModel, read_yaml_mapping
+
+#: A SageMaker instance type (``ml.g5.2xlarge``), as a rollout's canary names it.
+INSTANCE_TYPE_PATTERN = r"^ml\.[a-z0-9-]+\.[a-z0-9]+$"
 
 
 class FleetConfigError(ValueError):
@@ -96,6 +100,27 @@ class VariantHosting(StrictModel):
         }
 
 
+class CanaryLimits(StrictModel):
+    """What a rollout's canary may cost on one endpoint: the instance types it may run on and how many instances.
+
+    The promoted variant runs on the canary's instance type, so the allow-list bounds the whole fleet's type too.
+    """
+
+    instance_types: tuple[str, ...] = Field(
+        default=(),
+        description="the instance types a canary may ask for; empty: the types of the endpoint's variants",
+    )
+    max_instance_count: int = Field(default=1, ge=1, le=20, description="the most instances a canary may ask for")
+
+    @field_validator("instance_types")
+    @classmethod
+    def _instance_types(cls, types: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [t for t in types if not re.fullmatch(INSTANCE_TYPE_PATTERN, t)]
+        if bad:
+            raise ValueError(f"instance_types {bad} are not SageMaker instance types (ml.<family>.<size>)")
+        return types
+
+
 class InitialModel(StrictModel):
     """What ``fleetctl endpoint create`` deploys on an endpoint that does not exist yet (its flags win).
 
@@ -115,6 +140,12 @@ class EndpointConfig(StrictModel):
     variants: tuple[VariantConfig, ...] = Field(min_length=1)
     hosting: VariantHosting = VariantHosting()
     initial_model: InitialModel = InitialModel()
+    canary_limits: CanaryLimits = CanaryLimits()
+
+    def canary_instance_types(self) -> tuple[str, ...]:
+        """The instance types a rollout's canary may run on: ``canary_limits``', else those of the variants."""
+        listed = self.canary_limits.instance_types
+        return listed or tuple(sorted({v.instance_type for v in self.variants}))
 
     @model_validator(mode="after")
     def _production_floor(self) -> EndpointConfig:
