@@ -30,8 +30,9 @@ import botocore.session
 from botocore.model import ListShape, Shape, StructureShape
 
 from devtools import emulator_extensions
-from devtools.alarm_evaluator import AlarmEvaluator, State, parse_expression
+from devtools.alarm_evaluator import AlarmEvaluator, parse_expression
 from devtools.alarm_rules import rule_alarms
+from devtools.alarm_state import State
 from devtools.cfn_yaml import (
     UnresolvableError,
     condition_values,

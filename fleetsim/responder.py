@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from devtools.alarm_evaluator import alarm_state
+from devtools.alarm_state import alarm_state
 from fleetops.capacity import ScalableTarget
 from fleetops.config import VariantConfig
 from fleetops.metrics import MetricName

@@ -12,7 +12,8 @@ import doctest
 import pytest
 
 from devtools import alarm_evaluator
-from devtools.alarm_evaluator import MetricMathError, alarm_state, evaluate_expression
+from devtools.alarm_evaluator import MetricMathError, evaluate_expression
+from devtools.alarm_state import alarm_state
 from tests.conftest import REPO
 from tests.unit.cfn_yaml import load, resources_of_type
 
