@@ -34,7 +34,8 @@ Keys (rates are fractions of the rollouts):
   promoted).
 - The table, the canary held at one weight (``__w<weight>``) and judged once after a bake of L minutes (L in
   :data:`LOOKS`), ``TABLE_SEEDS`` seeds each: ``fail_rate_at_bake__<size>__w<weight>``: failed at the shipped
-  bake; ``minutes_to_detect__<size>__w<weight>``: the shortest bake that fails at least half of them (-1: none
+  bake, ``pass_rate_at_bake__<size>__w<weight>``: passed there (the rest: inconclusive, baked again);
+  ``minutes_to_detect__<size>__w<weight>``: the shortest bake that fails at least half of them (-1: none
   up to 60); ``<size>`` is ``aa`` (no regression), ``ttft_x<factor>`` or ``errors_x<factor>``.
 - ``baseline_rps``, ``bake_minutes``, ``max_extensions`` and the shape's parameters as used; the primary's
   measured TTFT ``ttft_p50_ms`` / ``ttft_p95_ms`` / ``ttft_p99_ms``; ``bench_seconds``.
@@ -242,11 +243,11 @@ def baseline_rps() -> float:
     return next(v.baseline_rps for v in endpoint.variants if v.role == "primary")
 
 
-def held(seed: int, rps: float, checks: CanaryChecks, weight: int, factors: tuple[float, float]) -> list[bool]:
-    """The canary held at ``weight``: whether one analysis after each bake length of :data:`LOOKS` fails it."""
+def held(seed: int, rps: float, checks: CanaryChecks, weight: int, factors: tuple[float, float]) -> list[str]:
+    """The canary held at ``weight``: the verdict of one analysis after each bake length of :data:`LOOKS`."""
     traffic = Traffic(seed, rps, *factors)
     traffic.play(max(LOOKS), weight)
-    return [_judge(traffic, checks, 0, look).verdict == "fail" for look in LOOKS]
+    return [_judge(traffic, checks, 0, look).verdict for look in LOOKS]
 
 
 def _median_minutes(outcomes: list[Rollout]) -> float:
@@ -291,9 +292,11 @@ def run(aa: int = AA_ROLLOUTS, ab: int = AB_ROLLOUTS, table_seeds: int = TABLE_S
     results["table_seeds"] = table_seeds
     for weight in WEIGHTS:
         for size, factors in SIZES.items():
-            fails = np.array([held(20_000 + seed, rps, checks, weight, factors) for seed in range(table_seeds)])
-            rates = fails.mean(axis=0)
+            verdicts = np.array([held(20_000 + seed, rps, checks, weight, factors) for seed in range(table_seeds)])
+            rates = (verdicts == "fail").mean(axis=0)
             results[f"fail_rate_at_bake__{size}__w{weight}"] = round(float(rates[LOOKS.index(bake)]), 4)
+            passed = (verdicts[:, LOOKS.index(bake)] == "pass").mean()
+            results[f"pass_rate_at_bake__{size}__w{weight}"] = round(float(passed), 4)
             enough = [look for look, rate in zip(LOOKS, rates, strict=True) if rate >= 0.5]
             results[f"minutes_to_detect__{size}__w{weight}"] = float(enough[0]) if enough else -1.0
     results["bench_seconds"] = round(time.perf_counter() - started, 1)

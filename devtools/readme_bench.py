@@ -105,6 +105,11 @@ def _sweep_extremes(figures: Mapping[str, Figure]) -> dict[str, Any]:
     }
 
 
+def _canary_over_slo(figures: Mapping[str, Figure]) -> dict[str, Figure]:
+    # A scenario name with a dot ("errors_0.75pct_both") reads as an attribute in a format field.
+    return {"reaching_100_both_075": figures["pct_reaching_100__errors_0.75pct_both"]}
+
+
 #: The Benchmarks table, in the README's order.
 BENCH_ROWS = (
     Row(
@@ -200,6 +205,19 @@ BENCH_ROWS = (
         "0",
     ),
     Row(
+        "canary_judge",
+        "replayed traffic through the real analysis at the shipped steps and {bake_minutes} min bake ({baseline_rps} "
+        "rps, table in Operate: canary rollout): `aa_false_rollback_rate` {aa_false_rollback_rate} of {aa_rollouts} "
+        "A/A rollouts; `minutes_to_detect_ttft_p95_plus10pct_at_5pct_weight` "
+        "{minutes_to_detect_ttft_p95_plus10pct_at_5pct_weight}; errors 0.2 -> 0.3 % "
+        "(`minutes_to_detect_errors_plus50pct_at_5pct_weight` {minutes_to_detect_errors_plus50pct_at_5pct_weight}: "
+        "too few errors to see); a canary at 1 % errors (twice the SLO): `pct_reaching_100__errors_1pct` "
+        "{pct_reaching_100__errors_1pct} % (rolled back at the 5 % step: {rolled_back_at_step_rate__errors_1pct__w5}), "
+        "with the primary as bad {pct_reaching_100__errors_1pct_both} %, both at 0.75 % {reaching_100_both_075} %",
+        "A/A ≤ 0.02; 0 % over the SLO reach 100 %",
+        _canary_over_slo,
+    ),
+    Row(
         "cli",
         "`status_seconds` {status_seconds} (a fresh `fleetctl status` process on the emulator, median of "
         "{status_samples}; first {status_seconds_first}), `cli_import_ms` {cli_import_ms} (importing `fleetctl.cli` "
@@ -228,10 +246,17 @@ def _capacity_sweep(results: Path) -> str:
     return sweep_table(results)
 
 
+def _canary_judge(results: Path) -> str:
+    from devtools.readme_canary import canary_table
+
+    return canary_table(results)
+
+
 BLOCKS: dict[str, Callable[[Path], str]] = {
     "bench-table": bench_table,
     "capacity-scenarios": _capacity_scenarios,
     "capacity-sweep": _capacity_sweep,
+    "canary-judge": _canary_judge,
 }
 
 

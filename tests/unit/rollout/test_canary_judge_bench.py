@@ -53,6 +53,7 @@ def test_a_short_run_writes_every_documented_key() -> None:
         assert 0 <= sum(by_step) <= 1 and 0 <= results[f"pct_reaching_100__{name}"] <= 100
     for weight in bench.WEIGHTS:
         for size in bench.SIZES:
-            assert 0 <= results[f"fail_rate_at_bake__{size}__w{weight}"] <= 1
+            failed, passed = (results[f"{v}_rate_at_bake__{size}__w{weight}"] for v in ("fail", "pass"))
+            assert 0 <= failed <= 1 and 0 <= passed <= 1 - failed
             assert results[f"minutes_to_detect__{size}__w{weight}"] in (-1.0, *bench.LOOKS)
     assert results["ttft_p50_ms"] < results["ttft_p95_ms"] < results["ttft_p99_ms"]
