@@ -142,21 +142,24 @@ def test_analysis_failing_at_25_percent_rolls_back_without_a_human(rollout: wf.R
     assert history.count("SetWeights") == 2 and "RequestApproval" not in history
 
 
-@pytest.mark.parametrize(("tightened", "status"), [(None, "SUCCEEDED"), (0.1, "FAILED")])
-def test_a_request_that_tightens_the_ttft_check_fails_a_regression_the_declared_limit_allows(
-    rollout: wf.RolloutWorkflow, tightened: float | None, status: str
+@pytest.mark.parametrize(("tightened", "status"), [(None, "SUCCEEDED"), (400, "FAILED")])
+def test_a_request_that_tightens_the_ttft_check_fails_a_canary_the_declared_limit_allows(
+    rollout: wf.RolloutWorkflow, tightened: int | None, status: str
 ) -> None:
-    # The declared p95 TTFT check (canary_checks.yaml: 20 %), read as a percentile from CloudWatch; the
-    # request's max_latency_regression may only tighten it, for this rollout. The canary is 12 % slower.
-    request = rollout_request(thresholds={"max_latency_regression": tightened} if tightened else {})
-    with wf.traffic(canary=HEALTHY | {"ttft_ms": 280}, primary=HEALTHY):
+    # The declared p95 TTFT SLO (canary_checks.yaml: 500 ms), read as a percentile from CloudWatch; the request's
+    # max_ttft_p95_ms may only tighten it, for this rollout. Both variants' p95 is 420 ms (300 ms x 1.4), so no
+    # check against the primary speaks. (A relative limit's tightening shows only on a regression beyond chance,
+    # thousands of requests: the unit tests of the analysis cover it.)
+    request = rollout_request(thresholds={"max_ttft_p95_ms": tightened} if tightened else {})
+    slower = HEALTHY | {"ttft_ms": 300}
+    with wf.traffic(canary=slower, primary=slower):
         execution = wf.start(rollout.rollout_arn, request, name=request["rollout_id"])
         result = wf.wait(execution, timeout_s=60)
 
     if status == "FAILED":
         assert_rolled_back(rollout, result, "CanaryAnalysisFailed")
-        assert "p95 TTFT" in result["cause"] and "above baseline" in result["cause"], result["cause"]
-        assert "(max 10%)" in result["cause"]
+        assert "absolute SLO: p95 TTFT 420 ms above 400 ms" in result["cause"], result["cause"]
+        assert "relative to baseline" not in result["cause"], result["cause"]
     else:
         assert result["status"] == "SUCCEEDED", result
 
