@@ -92,7 +92,8 @@ def fleet_yaml(pre_traffic_gates: bool) -> str:
 version: local-system
 rollout_policy:
   dev: {{approval_steps: [], min_bake_seconds: 1, max_bake_seconds: 600, max_approval_timeout_seconds: 3600,
-        max_approval_heartbeat_seconds: 3600, max_extensions: 3, pre_traffic_gates: {str(pre_traffic_gates).lower()}}}
+        max_approval_heartbeat_seconds: 3600, max_extensions: 3, pre_traffic_gates: {str(pre_traffic_gates).lower()},
+        max_shadow_sampling_percent: 100}}
 endpoints:
   - name: {ENDPOINT}
     environment: dev
