@@ -26,7 +26,8 @@ See, explain and undo what the fleet's automation does, one command per question
   kill-switch stop (engage) or resume (release) every automated change
   simulate    the capacity simulator (python -m fleetsim)
   endpoint    create the first endpoint from fleet.yaml (model, config, endpoint, scalable targets)
-  model       package a model folder as model.tar.gz, check it, print its digests"""
+  model       package a model folder as model.tar.gz, check it, print its digests
+  completion  print a shell completion script (bash, zsh, tcsh)"""
 
 EPILOG = f"""\
 The stack is named with --stack or FLEETCTL_STACK; every resource is found from its outputs.
@@ -80,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[_common(False, suppress=False)],
     )
+    parser.add_argument("--version", action="version", version=f"fleetctl {version()}")
     common = [_common(argparse.SUPPRESS, suppress=True)]
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_status_and_why(sub, common)
@@ -101,7 +103,27 @@ def build_parser() -> argparse.ArgumentParser:
     _add_endpoint_and_model(sub, common)
     simulate = _command(sub, "simulate", "simulate", "the capacity simulator (python -m fleetsim)", [])
     simulate.add_argument("args", nargs=argparse.REMAINDER, help="fleetsim's arguments (fleetctl simulate --help)")
+    completion = _command(sub, "completion", "completion", "print a shell completion script", [])
+    completion.add_argument("shell", choices=["bash", "zsh", "tcsh"], help='e.g. eval "$(fleetctl completion bash)"')
     return parser
+
+
+def version() -> str:
+    """The installed project's version (pyproject.toml), or what to do when it is not installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("manga-llm-fleet")
+    except metadata.PackageNotFoundError:
+        return "(not installed: pip install . or make install)"
+
+
+def _simulate_argv(argv: list[str]) -> list[str] | None:
+    """fleetsim's arguments when the command is ``simulate`` (global --json passed on), else None."""
+    first = next((i for i, token in enumerate(argv) if not token.startswith("-")), None)
+    if first is None or argv[first] != "simulate" or any(t not in ("--json",) for t in argv[:first]):
+        return None
+    return (["--json"] if "--json" in argv[:first] else []) + argv[first + 1 :]
 
 
 def _add_status_and_why(sub: Subparsers, common: list[argparse.ArgumentParser]) -> None:
@@ -223,10 +245,11 @@ def _environment(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code (see :class:`~fleetctl.errors.ExitCode`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["simulate"]:  # everything after it is fleetsim's, --help included
+    simulated = _simulate_argv(argv)
+    if simulated is not None:  # everything after it is fleetsim's, --help included
         from fleetctl.commands import simulate
 
-        return simulate(argv[1:])
+        return simulate(simulated)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -317,6 +317,16 @@ def model(args: argparse.Namespace, out: Output) -> int:
     return ExitCode.OK
 
 
+def completion(args: argparse.Namespace, out: Output) -> int:
+    """A completion script for ``args.shell``, generated from the parser itself (shtab), so it never drifts."""
+    import shtab
+
+    from fleetctl.cli import build_parser
+
+    print(shtab.complete(build_parser(), shell=args.shell))
+    return ExitCode.OK
+
+
 def simulate(argv: Sequence[str]) -> int:
     """``python -m fleetsim`` with the same arguments (its own --help, output and exit codes)."""
     from fleetsim.__main__ import main as fleetsim_main

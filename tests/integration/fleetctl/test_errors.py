@@ -31,6 +31,7 @@ COMMANDS = [
     ["endpoint", "create"],
     ["model"],
     ["model", "package"],
+    ["completion"],
 ]
 
 
