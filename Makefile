@@ -27,8 +27,8 @@ export PYTHONUNBUFFERED := 1
 
 install: $(STAMPS)/venv $(STAMPS)/sam $(STAMPS)/node $(STAMPS)/iac $(STAMPS)/py313
 
-$(STAMPS)/venv: requirements/dev.txt layers/core/requirements.in layers/core/constraints.txt gpu_container/requirements.txt \
-		pyproject.toml
+$(STAMPS)/venv: requirements/dev.txt layers/core/requirements.in layers/core/constraints.txt \
+		gpu_container/requirements.in gpu_container/constraints.txt pyproject.toml
 	@mkdir -p $(STAMPS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
@@ -55,14 +55,18 @@ $(STAMPS)/py313: requirements/py313.txt layers/core/requirements.in layers/core/
 	$(PY313_VENV)/bin/pip install --quiet -r requirements/py313.txt
 	@touch $@
 
-# The layer's lock: edit layers/core/requirements.in, then `make lock` (uv resolves for Python 3.11-3.13 on every
-# platform). requirements.txt (hashed) is what sam build bundles; constraints.txt (the same pins) what the test
-# environments install.
+# The locks of the layer and of the image: edit layers/core/requirements.in or gpu_container/requirements.in, then
+# `make lock` (uv resolves for Python 3.11-3.13 on every platform; the image's packages agree with the layer's).
+# requirements.txt (hashed) is what sam build bundles and the Dockerfile installs; constraints.txt (the same pins)
+# what the test environments install.
+UV_COMPILE = $(BIN)/uv pip compile --quiet --universal --python-version 3.11 --custom-compile-command "make lock"
 lock: $(STAMPS)/venv
-	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --custom-compile-command "make lock" \
-		--generate-hashes layers/core/requirements.in -o layers/core/requirements.txt
-	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --custom-compile-command "make lock" \
-		--no-annotate layers/core/requirements.in -o layers/core/constraints.txt
+	$(UV_COMPILE) --generate-hashes layers/core/requirements.in -o layers/core/requirements.txt
+	$(UV_COMPILE) --no-annotate layers/core/requirements.in -o layers/core/constraints.txt
+	$(UV_COMPILE) --generate-hashes -c layers/core/constraints.txt gpu_container/requirements.in \
+		-o gpu_container/requirements.txt
+	$(UV_COMPILE) --no-annotate -c layers/core/constraints.txt gpu_container/requirements.in \
+		-o gpu_container/constraints.txt
 
 $(STAMPS)/iac: requirements/iac-scan.txt
 	@mkdir -p $(STAMPS)
