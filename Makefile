@@ -157,6 +157,18 @@ integration: $(STAMPS)/venv
 container: $(STAMPS)/venv
 	$(PYTEST) tests/container $(PYTEST_ARGS)
 
+# The GPU image (devtools/image.py; needs a running Docker daemon): `make pin-base-image` pins the Dockerfile's FROM
+# to its tag's digest, `make image VERSION=v7` builds it for linux/amd64, `make push VERSION=v7` creates the ECR
+# repository when missing, pushes, and prints the image URI by digest that a rollout request takes.
+VERSION ?= dev
+.PHONY: image push pin-base-image
+image: $(STAMPS)/venv
+	$(BIN)/python -m devtools.image build --version $(VERSION)
+push: $(STAMPS)/venv
+	$(BIN)/python -m devtools.image push --version $(VERSION)
+pin-base-image: $(STAMPS)/venv
+	$(BIN)/python -m devtools.image pin-base
+
 # `make bench` runs every benchmark; `make bench BENCH=handler_import` runs one.
 bench: $(STAMPS)/venv
 	$(BIN)/python -m bench $(BENCH)
