@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from devtools import deploy_costs
+
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 RESULTS = REPO / "bench" / "results"
@@ -257,6 +259,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "capacity-scenarios": _capacity_scenarios,
     "capacity-sweep": _capacity_sweep,
     "canary-judge": _canary_judge,
+    "deploy-costs": deploy_costs.render,
 }
 
 
