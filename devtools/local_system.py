@@ -405,7 +405,10 @@ def local_system(
     """
     emulator_extensions.install()
     workdir.mkdir(parents=True, exist_ok=True)
-    boto3.client("s3").create_bucket(Bucket=BUCKET)
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket=BUCKET)
+    # As template.yaml's bucket: the artifact gate pins the version it checked, so it refuses an unversioned one.
+    s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
     core = create_core_resources(STACK)
     workflow = wf.deploy(core)
     fleet_path = workdir / "fleet.yaml"

@@ -142,7 +142,15 @@ def test_the_pre_traffic_gates_and_the_shadow_phase_stand_before_the_first_weigh
     # The artifact gate: after Validate, before a dry run's audit or the lease; a refusal changes nothing.
     assert every["Validate"]["Next"] == "ArtifactGate?"
     assert every["ArtifactGate?"]["Choices"] == [gates_on | {"Next": "CheckArtifact"}]
-    assert every["CheckArtifact"]["Next"] == "DryRun?"
+    # Both models deploy the copy the gate pinned (verified/sha256/...), never the key the request named.
+    assert every["CheckArtifact"]["Next"] == "PinArtifact"
+    assert every["PinArtifact"]["Next"] == "PinFinalArtifact" and every["PinFinalArtifact"]["Next"] == "DryRun?"
+    pins = {every[name]["ResultPath"]: every[name]["InputPath"] for name in ("PinArtifact", "PinFinalArtifact")}
+    assert pins == {
+        f"$.plan.{model}.PrimaryContainer.ModelDataUrl": "$.artifact_gate.result.pinned_url"
+        for model in ("create_model", "create_final_model")
+    }
+    assert every["CheckArtifact"]["ResultPath"] == "$.artifact_gate"
     assert [c["Next"] for c in every["CheckArtifact"]["Catch"]] == ["Refused"]
     # The candidate gate, then the shadow phase: the canary is InService at weight 0; the first step starts
     # only on their pass (or where they are off).

@@ -179,12 +179,66 @@ def test_the_deploy_payload_is_closed_to_what_the_stack_allows(changes: dict[str
     assert problem in refused(request(model=model(**changes)))
 
 
-def test_the_stack_repository_by_tag_or_digest_and_its_bucket_pass() -> None:
-    for image in (f"{REPOSITORY}:v7-awq", f"{REPOSITORY}@sha256:{'a' * 64}"):
-        guarded = apply_guardrails(request(model=model(image_uri=image)), fleet(), CHECKS, STACK)
+def test_the_stack_repository_by_digest_and_its_bucket_pass_and_a_dev_endpoint_may_use_a_tag() -> None:
+    for endpoint, image in (("manga-chat", f"{REPOSITORY}@sha256:{'a' * 64}"), ("manga-chat-dev", f"{REPOSITORY}:v7")):
+        changes = {"endpoint_name": endpoint, "model": model(image_uri=image)}
+        guarded = apply_guardrails(request(**changes), fleet(), CHECKS, STACK)
         assert guarded.request.model.image_uri == image
         assert guarded.request.model.model_data_url == "s3://manga-llm-artifacts/models/manga-llama/v7/model.tar.gz"
         assert guarded.request.model.execution_role_arn == ROLE
+
+
+def test_a_prod_request_naming_the_image_by_tag_is_refused_saying_to_pass_its_digest() -> None:
+    # A tag can be re-pointed after the gates and the approver saw the release; SageMaker pulls at every launch.
+    text = refused(request(model=model(image_uri=f"{REPOSITORY}:v7-awq")))
+
+    assert f"model.image_uri: '{REPOSITORY}:v7-awq' names a tag, which can be re-pointed to another image" in text
+    assert f"a prod endpoint deploys images by digest: pass {REPOSITORY}@sha256:<64 hex digits>" in text
+
+
+@pytest.mark.parametrize(
+    ("canary", "problem"),
+    [
+        (
+            {"instance_type": "ml.p5.48xlarge"},
+            "canary.instance_type: 'ml.p5.48xlarge' is not allowed on endpoint 'manga-chat-prod'; allowed: "
+            "['ml.g5.2xlarge', 'ml.g6e.2xlarge'] (fleet.yaml: the endpoint's canary_limits.instance_types)",
+        ),
+        (
+            {"instance_type": "ml.g5.2xlarge", "instance_count": 8},
+            "canary.instance_count: 8 is above the max of 2 on endpoint 'manga-chat-prod' (fleet.yaml: the "
+            "endpoint's canary_limits.max_instance_count)",
+        ),
+    ],
+)
+def test_a_canary_outside_the_shipped_endpoints_limits_is_refused_naming_them(
+    canary: dict[str, Any], problem: str
+) -> None:
+    assert problem in refused(request(endpoint_name="manga-chat-prod", canary=canary), config=SHIPPED)
+
+
+def test_the_shipped_canary_limits_pass_and_every_shipped_endpoint_lists_its_own() -> None:
+    for canary in ({"instance_type": "ml.g6e.2xlarge", "instance_count": 2}, {"instance_type": "ml.g5.2xlarge"}):
+        guarded = apply_guardrails(request(endpoint_name="manga-chat-prod", canary=canary), SHIPPED, CHECKS, STACK)
+        assert guarded.request.canary.instance_type == canary["instance_type"]
+    assert all(e.canary_limits.instance_types for e in SHIPPED.endpoints)
+
+
+def test_without_canary_limits_a_canary_runs_on_the_variants_type_and_one_instance() -> None:
+    # fleet() lists no canary_limits: the variants' type (the schema's ml.g5.2xlarge) and one instance.
+    text = refused(request(canary={"instance_type": "ml.g5.48xlarge", "instance_count": 2}))
+
+    assert (
+        "canary.instance_type: 'ml.g5.48xlarge' is not allowed on endpoint 'manga-chat'; allowed: ['ml.g5.2xlarge'] "
+        "(fleet.yaml: no canary_limits, so the endpoint's variants' types)"
+    ) in text
+    assert "canary.instance_count: 2 is above the max of 1 on endpoint 'manga-chat'" in text
+
+
+def test_canary_limits_naming_no_sagemaker_instance_type_fail_the_fleet_file() -> None:
+    endpoint = {"name": "e", "variants": VARIANTS, "canary_limits": {"instance_types": ["g5.2xlarge"]}}
+    with pytest.raises(ValueError, match=r"instance_types \['g5.2xlarge'\] are not SageMaker instance types"):
+        FleetConfig.model_validate({"version": "t", "endpoints": [endpoint]})
 
 
 def test_the_bedrock_fallback_is_allowed_where_the_environment_turns_isolation_off() -> None:

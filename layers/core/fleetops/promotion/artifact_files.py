@@ -16,7 +16,14 @@ from typing import IO
 
 from fleetops.promotion.artifact import ArtifactCheck, check_artifact
 from fleetops.promotion.artifact_adapters import DEFAULT_MAX_LORA_RANK
-from fleetops.promotion.artifact_snapshot import MAX_JSON_BYTES, READ_SUFFIX, WEIGHTS_SUFFIX, FileFacts, Snapshot
+from fleetops.promotion.artifact_snapshot import (
+    WEIGHTS_SUFFIX,
+    FileFacts,
+    Snapshot,
+    SnapshotLimits,
+    Tally,
+    keeps_content,
+)
 from fleetops.promotion.safetensors_header import PREFIX_BYTES, HeaderError, header_length
 
 #: Bytes read at a time while hashing (weights are gigabytes).
@@ -35,7 +42,7 @@ def file_facts(name: str, size: int, chunks: Iterable[bytes]) -> FileFacts:
     (True, None)
     """
     digest = hashlib.sha256()
-    keep_all = name.endswith(READ_SUFFIX) and size <= MAX_JSON_BYTES
+    keep_all = keeps_content(name, size)
     content = bytearray()
     head = bytearray()
     head_wanted = PREFIX_BYTES if name.endswith(WEIGHTS_SUFFIX) else 0
@@ -73,18 +80,27 @@ def _facts(path: Path) -> FileFacts:
         return file_facts(path.name, path.stat().st_size, read_chunks(stream))
 
 
-def read_snapshot(root: Path) -> Snapshot:
-    """Every regular file under ``root`` by its POSIX path relative to it; links and other entries apart."""
+def read_snapshot(root: Path, limits: SnapshotLimits | None = None) -> Snapshot:
+    """Every regular file under ``root`` by its POSIX path relative to it; links and other entries apart.
+
+    Raises
+    ------
+    ArtifactLimitError
+        When the folder holds more than ``limits`` allow (checked before each file is read).
+    """
     files: dict[str, FileFacts] = {}
     links: list[str] = []
+    tally = Tally(limits or SnapshotLimits())
     for folder, dirs, names in os.walk(root):  # os.walk does not descend into linked folders
         here = Path(folder)
         for name in sorted(names) + [d for d in dirs if (here / d).is_symlink()]:
             path = here / name
             relative = path.relative_to(root).as_posix()
             if path.is_symlink() or not path.is_file():
+                tally.admit(relative, 0)
                 links.append(relative)
             else:
+                tally.admit(relative, path.stat().st_size)
                 files[relative] = _facts(path)
     return Snapshot(files=files, links=tuple(sorted(links)))
 

@@ -21,11 +21,18 @@ class ArtifactRefusedError(Exception):
 class ArtifactGateResult(StrictModel):
     """What the gate checked and found, kept in the rollout's output."""
 
-    model_data_url: str
+    model_data_url: str = Field(description="the artifact the request named, as read and checked")
     base_sha256: str
     adapters: dict[str, str] = Field(description="adapter name -> the sha256 checked")
     files: int
     tokenizer_check: str
+    pinned_url: str | None = Field(
+        default=None,
+        description="the copy of exactly the bytes checked, under verified/ (fleetops.promotion.artifact_pin): "
+        "the ModelDataUrl the rollout's models deploy",
+    )
+    artifact_sha256: str | None = Field(default=None, description="sha256 of the model.tar.gz's bytes as read")
+    source_version_id: str | None = Field(default=None, description="the S3 object version read and copied")
 
 
 def release_problems(check: ArtifactCheck, release: Release) -> list[str]:

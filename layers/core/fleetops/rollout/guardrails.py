@@ -7,7 +7,9 @@ against what the stack was deployed with, so that whoever may start a rollout st
   (``rollout_policy`` in ``fleet.yaml``, the limits of ``canary_checks.yaml``), or hold the lease for weeks;
 - roll out to an endpoint ``fleet.yaml`` does not list for the stack's environment, or without saying who asked;
 - pass another execution role, an image from another repository, weights from another bucket, or an
-  environment variable that opens engine routes or loads code.
+  environment variable that opens engine routes or loads code;
+- deploy a prod image by tag, or a canary of an instance type or count the endpoint's ``canary_limits`` do not
+  allow (:mod:`fleetops.rollout.endpoint_limits`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Literal
 from fleetops.config import EndpointConfig, FleetConfig, RolloutFloors
 from fleetops.promotion.shadow_capture import CaptureDestination
 from fleetops.rollout.checks import CanaryChecks, Compare, Thresholds
+from fleetops.rollout.endpoint_limits import canary_problems, image_problems
 from fleetops.rollout.plan import (
     UNKNOWN_REQUESTER,
     ModelSpec,
@@ -74,6 +77,8 @@ def apply_guardrails(request: RolloutRequest, fleet: FleetConfig, checks: Canary
     if endpoint is not None:
         problems += _approval_problems(request, floors, endpoint)
         problems += _duration_problems(request, floors)
+        problems += image_problems(request.model.image_uri, stack.image_repository, endpoint)
+        problems += canary_problems(request.canary, endpoint)
         problems += _shadow_problems(request, floors, endpoint)
     problems += threshold_problems(request.thresholds, checks)
     problems += _payload_problems(request.model, stack, floors)
