@@ -134,6 +134,24 @@ def test_a_cut_short_gzip_stream_is_refused() -> None:
     assert "the gzip stream is cut short" in refused(io.BytesIO(packed[: len(packed) // 2]))
 
 
+def entry(name: str, content: bytes) -> bytes:
+    """One tar entry (header, data, padding) with no end-of-archive blocks after it."""
+    info = tarfile.TarInfo(name)
+    info.size = len(content)
+    return info.tobuf() + content + bytes(-len(content) % tarfile.BLOCKSIZE)
+
+
+def test_a_tarball_in_several_gzip_members_is_read_whole_as_gzip_and_tar_unpack_it() -> None:
+    # gzip -d (and so SageMaker's tar) reads concatenated members as one stream: a reader stopping after the first
+    # would judge a clean artifact while the instance unpacks the pickle after it.
+    first = gzip.compress(entry("config.json", b"{}"))
+    second = gzip.compress(entry("adapter_model.bin", b"\x80\x04") + bytes(2 * tarfile.BLOCKSIZE))
+
+    snapshot = read_tarball(io.BytesIO(first + second), "model.tar.gz")
+
+    assert sorted(snapshot.files) == ["adapter_model.bin", "config.json"]
+
+
 def test_within_the_caps_the_reader_returns_the_files_and_the_sha256_of_every_byte() -> None:
     # Two gzip members and trailing zeros, as concatenating tools and some uploaders leave them.
     raw = tar_bytes({"config.json": b'{"a": 1}', "adapters/x/adapter_config.json": b"{}"})
