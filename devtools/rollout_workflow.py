@@ -89,6 +89,7 @@ FUNCTIONS = {
     "shadow-compare": "shadow_compare",
     "canary-analysis": "canary_analysis",
     "approval-notify": "approval_notify",
+    "approval-verify": "approval_verify",
     "rollback-plan": "rollback_plan",
 }
 ENDPOINT = "manga-chat"
@@ -181,6 +182,7 @@ def deploy(core: CoreResources | None = None) -> RolloutWorkflow:
             "ShadowCompareFunctionArn": arns["shadow-compare"],
             "CanaryAnalysisFunctionArn": arns["canary-analysis"],
             "ApprovalNotifyFunctionArn": arns["approval-notify"],
+            "ApprovalVerifyFunctionArn": arns["approval-verify"],
             "RollbackStateMachineArn": rollback,
             "ModelRegistryTableName": registry,
             "KillSwitchParameterName": core.kill_switch_parameter,
@@ -255,7 +257,10 @@ def url_event(
     ``body`` is sent as a form, ``json_body`` as JSON.
     """
     query = {k: v[0] for k, v in parse_qs(urlparse(link).query).items()}
-    authorizer = {"iam": {"userArn": caller, "accountId": ACCOUNT_ID, "callerId": "AIDAEXAMPLE"}} if caller else {}
+    # A role session's ids end in its session name (AROA...:alice), an IAM user's are its own (AIDA...).
+    user_id = f"AROAEXAMPLE:{caller.rsplit('/', 1)[-1]}" if caller and ":assumed-role/" in caller else "AIDAEXAMPLE"
+    iam = {"userArn": caller, "accountId": ACCOUNT_ID, "callerId": user_id, "userId": user_id}
+    authorizer = {"iam": iam} if caller else {}
     content_type, text = "application/x-www-form-urlencoded", urlencode(body) if body is not None else None
     if json_body is not None:
         content_type, text = "application/json", json.dumps(json_body)

@@ -7,11 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.idempotency import (
-    DynamoDBPersistenceLayer,
-    IdempotencyConfig,
-    idempotent_function,
-)
 from pydantic import Field, ValidationError
 
 from fleetops.aws.audit_table import AuditTable
@@ -31,6 +26,7 @@ from fleetops.remediation.state_table import RemediationStateStore
 from fleetops.settings import CommonSettings
 
 if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer, IdempotencyConfig
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
     from fleetops.audit import Outcome
@@ -66,11 +62,6 @@ config = ResponderConfig(
     dry_run=settings.dry_run,
     environment=settings.environment_name,  # a dev stack never acts on a prod endpoint
 )
-idempotency = IdempotencyConfig(
-    event_key_jmespath="[detail.alarm_name, detail.state.timestamp]",  # one alarm transition acts once
-    raise_on_no_idempotency_key=True,
-    expires_after_seconds=24 * 3600,
-)
 
 
 @cache
@@ -92,9 +83,17 @@ def dependencies() -> Ports:
 
 
 @cache
-def persistence() -> DynamoDBPersistenceLayer:
-    """Powertools' idempotency store on DynamoDB, built once like the adapters."""
-    return DynamoDBPersistenceLayer(table_name=settings.idempotency_table)
+def persistence() -> tuple[DynamoDBPersistenceLayer, IdempotencyConfig]:
+    """Powertools' idempotency store on DynamoDB and its settings, built once like the adapters (its import
+    brings boto3, which the first invocation loads anyway, so the cold import stays small)."""
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer, IdempotencyConfig
+
+    config = IdempotencyConfig(
+        event_key_jmespath="[detail.alarm_name, detail.state.timestamp]",  # one alarm transition acts once
+        raise_on_no_idempotency_key=True,
+        expires_after_seconds=24 * 3600,
+    )
+    return DynamoDBPersistenceLayer(table_name=settings.idempotency_table), config
 
 
 def report(response: Response) -> None:
@@ -125,7 +124,10 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         logger.warning("malformed alarm event ignored", extra={"errors": exc.errors(include_url=False)})
         metrics.add_metric(MetricName.REMEDIATION_IGNORED, MetricUnit.Count, 1)
         return Response(status="ignored", reason=f"not a CloudWatch alarm state change: {exc}").model_dump(mode="json")
+    from aws_lambda_powertools.utilities.idempotency import idempotent_function
+
+    store, idempotency = persistence()
     idempotency.register_lambda_context(context)
-    once = idempotent_function(data_keyword_argument="alarm", persistence_store=persistence(), config=idempotency)
+    once = idempotent_function(data_keyword_argument="alarm", persistence_store=store, config=idempotency)
     result: dict[str, Any] = once(handle)(alarm=alarm)
     return result

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, cast
 
-from boto3.dynamodb.conditions import Attr, Key
-from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
 from fleetops.audit import AuditRecord, record_id_time
@@ -47,7 +45,7 @@ class AuditTable:
         try:
             self._table.put_item(
                 Item=item,
-                ConditionExpression=Attr(AUDIT_SK).not_exists(),
+                ConditionExpression=_attr(AUDIT_SK).not_exists(),
                 # The existing record comes back with the refusal: compared without a read permission.
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
@@ -55,7 +53,9 @@ class AuditTable:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
             stored = cast("dict[str, Any]", exc.response.get("Item") or {})  # present with ALL_OLD
-            existing = {k: _DESERIALIZE.deserialize(v) for k, v in stored.items()}
+            from boto3.dynamodb.types import TypeDeserializer
+
+            existing = {k: TypeDeserializer().deserialize(v) for k, v in stored.items()}
             if existing != item:
                 raise AuditRecordConflictError(
                     f"audit record {record.endpoint_name}/{record.record_id} already exists with other content; "
@@ -78,6 +78,8 @@ class AuditTable:
     def list(self, endpoint_name: str, since: datetime | None = None) -> list[AuditRecord]:
         """Every record of an endpoint (at or after ``since``: read from there by the sort key), oldest first."""
         records: list[AuditRecord] = []
+        from boto3.dynamodb.conditions import Key
+
         endpoint = Key(AUDIT_PK).eq(endpoint_name)
         condition = endpoint if since is None else endpoint & Key(AUDIT_SK).gte(record_id_time(since))
         kwargs: dict[str, Any] = {"KeyConditionExpression": condition}
@@ -91,4 +93,7 @@ class AuditTable:
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
-_DESERIALIZE = TypeDeserializer()
+def _attr(name: str) -> Any:
+    from boto3.dynamodb.conditions import Attr  # at the first write: boto3 stays out of the handler's cold import
+
+    return Attr(name)

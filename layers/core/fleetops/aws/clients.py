@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-import boto3
 from botocore.config import Config
 
 if TYPE_CHECKING:
@@ -59,9 +58,13 @@ def client(service_name: Literal["ssm"]) -> SSMClient: ...
 def client(service_name: Literal["stepfunctions"]) -> SFNClient: ...
 def client(service_name: str) -> Any:
     """A client of the default session (region and credentials from the environment) with :data:`CONFIG`."""
+    import boto3  # here, not at import: a handler's cold import stays small; the first client pays for boto3
+
     return boto3.client(service_name, config=CONFIG)  # type: ignore[call-overload]
 
 
 def dynamodb_resource() -> DynamoDBServiceResource:
     """The DynamoDB resource API (the tables that read and write plain Python values) with :data:`CONFIG`."""
+    import boto3
+
     return boto3.resource("dynamodb", config=CONFIG)
