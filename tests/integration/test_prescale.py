@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError
 from devtools.aws_resources import CoreResources, create_core_resources, create_endpoint
 from fleetops.aws.audit_table import AuditTable
 from fleetops.aws.autoscaling import AutoScaling
-from fleetops.aws.lease import EndpointLease
+from fleetops.aws.lease import EndpointLease, LeaseScope
 from fleetops.aws.retry import FAST_RETRY
 from fleetops.aws.switches import ENGAGED, KillSwitch
 from fleetops.capacity import ScheduledAction
@@ -276,18 +276,101 @@ def test_during_an_event_min_capacity_is_raised_now(deps: PrescaleDeps) -> None:
     assert target is not None and target.min_capacity == 12
 
 
-def test_a_lease_held_by_another_writer_defers_the_endpoint(deps: PrescaleDeps, resources: CoreResources) -> None:
-    deps.calendar.put("one-piece-1100", ONE_PIECE)
-    now = at("2026-12-03T00:00")
-    assert EndpointLease(resources.lease_table).acquire(EP, "canary_rollout/r-42", ttl_s=600)
+def test_a_rollouts_config_lease_does_not_hold_up_pre_scaling(deps: PrescaleDeps, resources: CoreResources) -> None:
+    """A rollout holds the endpoint's config lease for up to a week; a release night inside it is still pre-scaled.
 
-    plan = reconcile(fleet_config(), deps, now=now, trigger="test", dry_run=False)
+    Scheduled actions and MinCapacity are capacity, written under the capacity lease: the rollout's lease row is
+    left exactly as it was (holder and fencing token), so the rollout's next CheckLease still passes.
+    """
+    deps.calendar.put("one-piece-1100", ONE_PIECE)
+    lease = EndpointLease(resources.lease_table)
+    assert lease.acquire(EP, "canary_rollout/r-42", ttl_s=7 * 24 * 3600)
+    rollouts = lease.current(EP)
+
+    plan = reconcile(fleet_config(), deps, now=at("2026-12-04T10:30"), trigger="test", dry_run=False)
+
+    assert plan.deferred_endpoints == []
+    assert sorted((c.kind, c.outcome) for c in plan.changes) == [("create", "applied"), ("raise_min", "applied")]
+    assert len(actions()) == 1
+    target = AutoScaling().get_target(EP, "primary")
+    assert target is not None and target.min_capacity == 12
+    assert lease.current(EP) == rollouts
+    assert lease.current(EP, scope=LeaseScope.CAPACITY) is None  # given back after the run
+    audit = AuditTable(resources.audit_table).list(EP)
+    assert sorted(r.outcome for r in audit) == ["applied", "applied"]
+
+
+@pytest.mark.parametrize("holder", ["prescale/schedule-2026-12-02T23:59Z", "alarm_responder/queue-depth@19:02"])
+def test_a_second_capacity_writer_defers_the_endpoint_and_the_audit_names_the_lease(
+    deps: PrescaleDeps, resources: CoreResources, holder: str
+) -> None:
+    """Another reconciler run or an alarm's scale-out holds the capacity lease: this run changes nothing."""
+    deps.calendar.put("one-piece-1100", ONE_PIECE)
+    assert EndpointLease(resources.lease_table).acquire(EP, holder, ttl_s=600, scope=LeaseScope.CAPACITY)
+
+    plan = reconcile(fleet_config(), deps, now=at("2026-12-03T00:00"), trigger="test", dry_run=False)
 
     assert plan.deferred_endpoints == [EP]
     assert {c.outcome for c in plan.changes} == {"skipped"}
     assert actions() == {}
-    audit = AuditTable(resources.audit_table).list(EP)
-    assert audit[-1].outcome == "skipped" and "canary_rollout/r-42" in audit[-1].reason
+    (record,) = AuditTable(resources.audit_table).list(EP)
+    assert (record.action, record.outcome) == ("defer 2 change(s)", "skipped")
+    assert record.reason == f"capacity lease held by {holder}; retried on the next run"
+
+
+def rollout_fleet(*variants: dict[str, Any]) -> FleetConfig:
+    """fleet.yaml's endpoint EP with ``variants`` (the primary's sizing of :func:`fleet_config` when given none)."""
+    config = fleet_config()
+    listed = [config.endpoints[0].variants[0].model_dump(), *variants]
+    return FleetConfig.model_validate(
+        config.model_dump() | {"endpoints": [config.endpoints[0].model_dump() | {"variants": listed}]}
+    )
+
+
+CANARY = {"name": "canary", "role": "canary", "capacity_rps_per_instance": 4, "baseline_rps": 2, "floor": 1, "cap": 4}
+
+
+def mid_rollout_canary() -> None:
+    """The endpoint as a rollout leaves it: a canary variant beside the primary, given a scalable target of its own."""
+    autoscaling = boto3.client("application-autoscaling")
+    autoscaling.register_scalable_target(
+        ServiceNamespace="sagemaker",
+        ResourceId=f"endpoint/{EP}/variant/canary",
+        ScalableDimension="sagemaker:variant:DesiredInstanceCount",
+        MinCapacity=1,
+        MaxCapacity=2,
+    )
+
+
+def test_during_a_rollout_a_canary_with_its_own_target_is_left_alone_unless_fleet_yaml_lists_it(
+    deps: PrescaleDeps,
+) -> None:
+    deps.calendar.put("one-piece-1100", ONE_PIECE)
+    mid_rollout_canary()
+
+    unlisted = reconcile(rollout_fleet(), deps, now=at("2026-12-04T10:30"), trigger="test", dry_run=False)
+
+    assert {(c.variant_name, c.outcome) for c in unlisted.changes} == {("primary", "applied")}
+    assert [v.variant_name for v in unlisted.variants] == ["primary"]
+    canary = AutoScaling().get_target(EP, "canary")
+    assert canary is not None and (canary.min_capacity, canary.max_capacity) == (1, 2)
+    assert actions("canary") == {}
+
+    listed = reconcile(rollout_fleet(CANARY), deps, now=at("2026-12-04T10:30"), trigger="test", dry_run=False)
+
+    assert [v.variant_name for v in listed.variants] == ["primary", "canary"]
+    assert {c.variant_name for c in listed.changes} == {"canary"}  # the primary was done by the first run
+    assert len(actions("canary")) == 1
+
+
+def test_a_canary_fleet_yaml_lists_is_planned_only_while_it_exists(deps: PrescaleDeps) -> None:
+    """Between rollouts the canary variant is not there (no scalable target): the primary is still reconciled."""
+    deps.calendar.put("one-piece-1100", ONE_PIECE)
+
+    plan = reconcile(rollout_fleet(CANARY), deps, now=at("2026-12-03T00:00"), trigger="test", dry_run=False)
+
+    assert [v.variant_name for v in plan.variants] == ["primary"]
+    assert len(actions()) == 2 and actions("canary") == {}
 
 
 class FailingAutoScaling(AutoScaling):

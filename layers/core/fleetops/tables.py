@@ -9,8 +9,12 @@ CALENDAR_PK = "event_id"
 AUDIT_PK = "endpoint_name"
 AUDIT_SK = "record_id"  # "<ISO-8601 UTC time>#<short unique id>", sorts by time
 
-# Per-endpoint writer lease: one writer (reconciler, responder, rollout, rollback) at a time.
+# Per-endpoint writer leases, one row each: one writer of the same thing at a time. The config lease (UpdateEndpoint,
+# weights, promotion, rollback) is the row keyed by the endpoint name itself, as the workflows' ASL writes it; the
+# capacity lease (MinCapacity/MaxCapacity, scheduled actions) is keyed by the name + LEASE_CAPACITY_SUFFIX ('#' is
+# never in an endpoint name), so a rollout's week-long lease never holds up pre-scaling or an alarm's scale-out.
 LEASE_PK = "endpoint_name"
+LEASE_CAPACITY_SUFFIX = "#capacity"
 LEASE_HOLDER = "holder"
 LEASE_EXPIRES_AT = "expires_at"  # epoch seconds (Number)
 LEASE_EXECUTION_ARN = "execution_arn"  # a workflow holder's execution, so a rollback can stop the rollout it aborts

@@ -13,7 +13,7 @@ import pytest
 
 from devtools.lambda_dispatch import FakeLambdaContext
 from devtools.remediation_stack import cold_start
-from fleetops.aws.lease import EndpointLease
+from fleetops.aws.lease import EndpointLease, LeaseScope
 from fleetops.remediation.models import PlaybookError
 from fleetops.remediation.responder import RemediationIncompleteError
 from fleetops.settings import SettingsError
@@ -141,17 +141,18 @@ def test_a_broken_playbook_fails_the_cold_start_naming_the_file(stack: Stack, tm
 def test_a_deferred_event_fails_the_invocation_and_its_retry_acts(
     handler: ModuleType, stack: Stack, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    lease = EndpointLease(stack.core.lease_table)
-    assert lease.acquire("manga-chat-prod", "canary_rollout/llama-q4-v7", ttl_s=300)
+    # A pre-scale run holds the capacity lease (a rollout's config lease would not defer a scale-out).
+    lease, capacity = EndpointLease(stack.core.lease_table), LeaseScope.CAPACITY
+    assert lease.acquire("manga-chat-prod", "prescale/2026-11-21T19:00Z", ttl_s=300, scope=capacity)
     event = load_event("alarm_queue_depth_alarm")
 
     # Lambda sees the failure and retries the event later (then the DLQ); nothing was stored as done.
-    with pytest.raises(RemediationIncompleteError, match="leased by canary_rollout/llama-q4-v7"):
+    with pytest.raises(RemediationIncompleteError, match="capacity lease held by prescale/2026-11-21T19:00Z"):
         invoke(handler, event)
     assert stack.min_capacity("primary") == 2
     assert boto3.client("dynamodb").scan(TableName=stack.idempotency_table)["Items"] == []
 
-    assert lease.release("manga-chat-prod", "canary_rollout/llama-q4-v7")
+    assert lease.release("manga-chat-prod", "prescale/2026-11-21T19:00Z", scope=capacity)
     retried = invoke(handler, event)  # Lambda's async retry of the same event
     assert retried["outcomes"][0]["outcome"] == "applied" and stack.min_capacity("primary") == 6
     # Both records carry the event's time (the handler's "now"), so their order within it is not defined.

@@ -1,4 +1,4 @@
-"""The per-endpoint writer lease against DynamoDB on the moto server (conditional writes for real)."""
+"""The per-endpoint writer leases against DynamoDB on the moto server (conditional writes for real)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import boto3
 import pytest
 
-from fleetops.aws.lease import EndpointLease, LeaseHeldError
+from fleetops.aws.lease import EndpointLease, LeaseHeldError, LeaseScope
 from fleetops.tables import LEASE_PK
 
 NOW = datetime(2026, 11, 21, 19, 0, tzinfo=UTC)
@@ -76,7 +76,9 @@ def test_holder_can_renew_and_only_the_holder_can_release(lease: EndpointLease, 
 def test_hold_names_the_current_holder_and_releases_on_error(lease: EndpointLease) -> None:
     assert lease.acquire("manga-chat", "rollback/exec-9", ttl_s=300)
     with (
-        pytest.raises(LeaseHeldError, match=r"leased by rollback/exec-9 until 2026-11-21T19:05:00") as info,
+        pytest.raises(
+            LeaseHeldError, match=r"'manga-chat': config lease held by rollback/exec-9 until 2026-11-21T19:05:00"
+        ) as info,
         lease.hold("manga-chat", "alarm_responder/a1", ttl_s=120),
     ):
         pytest.fail("must not enter the block without the lease")
@@ -123,3 +125,31 @@ def test_every_take_raises_the_fencing_token_and_drops_the_previous_holders_work
     second = lease.current("manga-chat")
     assert second is not None and second.fence == 2
     assert (second.execution_arn, second.return_config) == (None, None)
+
+
+def test_config_and_capacity_are_two_leases_each_exclusive_and_fenced_on_its_own(lease: EndpointLease) -> None:
+    capacity = LeaseScope.CAPACITY
+    assert lease.acquire("manga-chat", "canary_rollout/v7", ttl_s=7 * 24 * 3600)  # the config lease, for a week
+    # A capacity writer is not held up by the rollout; a second capacity writer is, by the first.
+    assert lease.acquire("manga-chat", "prescale/run-1", ttl_s=120, scope=capacity) is True
+    assert lease.acquire("manga-chat", "alarm_responder/a1", ttl_s=120, scope=capacity) is False
+    # A config writer still waits for the rollout.
+    assert lease.acquire("manga-chat", "rollback/r1", ttl_s=600) is False
+    with (
+        pytest.raises(LeaseHeldError, match="'manga-chat': capacity lease held by prescale/run-1") as info,
+        lease.hold("manga-chat", "alarm_responder/a1", ttl_s=120, scope=capacity),
+    ):
+        pytest.fail("must not enter the block without the capacity lease")
+    assert info.value.scope is capacity
+
+    config, held = lease.current("manga-chat"), lease.current("manga-chat", scope=capacity)
+    assert config is not None and (config.holder, config.fence) == ("canary_rollout/v7", 1)
+    assert held is not None and (held.endpoint_name, held.holder, held.fence) == ("manga-chat", "prescale/run-1", 1)
+    # Each is given back on its own, by its own holder only.
+    assert lease.release("manga-chat", "prescale/run-1") is False  # the config lease is not prescale's
+    assert lease.release("manga-chat", "prescale/run-1", scope=capacity) is True
+    assert lease.current("manga-chat", scope=capacity) is None
+    assert lease.current("manga-chat") == config
+    # The config lease is the row keyed by the endpoint name itself: the one the workflows' ASL takes and checks.
+    rows = boto3.client("dynamodb").scan(TableName="leases")["Items"]
+    assert [row[LEASE_PK]["S"] for row in rows] == ["manga-chat"]

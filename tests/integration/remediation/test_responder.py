@@ -12,7 +12,7 @@ from botocore.awsrequest import AWSResponse
 
 from fleetops.aws import clients
 from fleetops.aws.autoscaling import AutoScaling
-from fleetops.aws.lease import EndpointLease
+from fleetops.aws.lease import EndpointLease, LeaseScope
 from fleetops.aws.retry import FAST_RETRY
 from fleetops.aws.sagemaker_endpoint import VariantWeights
 from fleetops.aws.switches import ENGAGED
@@ -229,19 +229,50 @@ def test_oom_on_the_primary_only_notifies(stack: Stack) -> None:
     assert "Context-budget trims" in note["Message"]
 
 
-def test_lease_held_by_another_writer_defers_the_change_and_says_who(stack: Stack) -> None:
+def test_a_second_capacity_writer_defers_the_scale_out_and_says_who_holds_which_lease(stack: Stack) -> None:
     lease = EndpointLease(stack.core.lease_table)
-    assert lease.acquire(ENDPOINT, "prescale/2026-11-21T19:00Z", ttl_s=300)
+    assert lease.acquire(ENDPOINT, "prescale/2026-11-21T19:00Z", ttl_s=300, scope=LeaseScope.CAPACITY)
 
-    with pytest.raises(RemediationIncompleteError, match="leased by prescale/2026-11-21T19:00Z"):
+    with pytest.raises(RemediationIncompleteError, match="capacity lease held by prescale/2026-11-21T19:00Z"):
         build_responder(stack).respond(alarm_event("alarm_queue_depth_alarm"))
 
     assert stack.min_capacity("primary") == 2
     (record,) = stack.audit()
-    assert record.outcome == "skipped" and record.reason.startswith("deferred: endpoint 'manga-chat-prod' is leased by")
+    assert record.outcome == "skipped"
+    assert record.reason.startswith("deferred: endpoint 'manga-chat-prod': capacity lease held by prescale/")
     assert "deferred" in stack.notifications()[0]["Message"]
-    current = lease.current(ENDPOINT)
+    current = lease.current(ENDPOINT, scope=LeaseScope.CAPACITY)
     assert current is not None and current.holder == "prescale/2026-11-21T19:00Z"  # the other writer keeps it
+
+
+def test_a_scale_out_goes_ahead_while_a_rollout_holds_the_config_lease(stack: Stack) -> None:
+    """A rollout holds the config lease for up to a week: a queue alarm on the primary still raises MinCapacity,
+    and the rollout's lease row (holder, fencing token) is untouched, so the rollout carries on."""
+    lease = EndpointLease(stack.core.lease_table)
+    assert lease.acquire(ENDPOINT, "canary_rollout/llama-q4-v7", ttl_s=7 * 24 * 3600)
+    rollouts = lease.current(ENDPOINT)
+
+    response = build_responder(stack).respond(alarm_event("alarm_queue_depth_alarm"))
+
+    assert response.outcomes[0].outcome == "applied" and stack.min_capacity("primary") == 6
+    assert lease.current(ENDPOINT) == rollouts
+    assert lease.current(ENDPOINT, scope=LeaseScope.CAPACITY) is None  # given back
+
+
+def test_the_canary_weight_waits_for_a_rollout_holding_the_config_lease(
+    stack: Stack, fast_endpoint_updates: None
+) -> None:
+    """Without a rollback workflow the responder sets the canary's weight itself: a config write, so it defers
+    to the rollout (or rollback) holding the config lease, never racing its traffic changes."""
+    lease = EndpointLease(stack.core.lease_table)
+    assert lease.acquire(ENDPOINT, "rollback/ops-1", ttl_s=600)
+
+    with pytest.raises(RemediationIncompleteError, match="config lease held by rollback/ops-1"):
+        build_responder(stack).respond(alarm_event("alarm_oom_canary_alarm"))
+
+    assert VariantWeights().weights(ENDPOINT) == {"primary": 1.0, "canary": 1.0}
+    (record,) = stack.audit()
+    assert record.outcome == "skipped" and "config lease held by rollback/ops-1" in record.reason
 
 
 def test_throttling_is_retried_until_the_change_lands(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -353,5 +384,5 @@ def test_an_endpoint_that_stays_updating_defers_the_change(stack: Stack) -> None
         extension.behaviour.update_seconds = saved
     assert stack.min_capacity("primary") == 2
     assert stack.audit()[0].outcome == "skipped"
-    lease = EndpointLease(stack.core.lease_table).current(ENDPOINT)
+    lease = EndpointLease(stack.core.lease_table).current(ENDPOINT, scope=LeaseScope.CAPACITY)
     assert lease is None  # released even though the change was deferred

@@ -1,10 +1,15 @@
-"""Per-endpoint writer lease: one automated writer at a time per SageMaker endpoint.
+"""Per-endpoint writer leases: one automated writer of the same thing at a time per SageMaker endpoint.
 
-SageMaker rejects a change while an endpoint is updating ("Cannot update in-progress endpoint"), and
-two writers (reconciler, responder, rollout, rollback) changing capacity at once would undo each
-other. Every writer first takes a short lease with a conditional write to the lease table; a writer
-that cannot get it defers and says who holds it. Leases expire on their own (``expires_at``, epoch
-seconds, also the table's TTL attribute), so a crashed writer blocks nobody for longer than its TTL.
+Two writers changing the same thing at once would undo each other, so every writer first takes a lease with a
+conditional write to the lease table; a writer that cannot get it defers and says who holds which lease. An
+endpoint has two (:class:`LeaseScope`): the ``config`` lease for the endpoint's config and weights (the rollout
+and rollback workflows, the responder's canary weight to 0) and the ``capacity`` lease for its variants'
+MinCapacity/MaxCapacity and scheduled actions (the pre-scale reconciler, the responder's scale-outs). A rollout
+holds the config lease for up to a week; pre-scaling and scale-outs go on beside it, and still exclude each other.
+SageMaker's own "Cannot update in-progress endpoint" is not a lease's business: a capacity writer that needs the
+endpoint InService waits for it (:func:`fleetops.aws.sagemaker_endpoint.wait_in_service`) and defers otherwise.
+Leases expire on their own (``expires_at``, epoch seconds, also the table's TTL attribute), so a crashed writer
+blocks nobody for longer than its TTL.
 
 Lease times come from this machine's clock at the moment of the write, never from the caller's event: a late
 retry of an old alarm event must neither take a lease that is still live nor plant one that is already stale.
@@ -17,6 +22,7 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
@@ -25,6 +31,7 @@ from fleetops.aws import clients
 from fleetops.aws.retry import error_code
 from fleetops.endpoint import LeaseInfo
 from fleetops.tables import (
+    LEASE_CAPACITY_SUFFIX,
     LEASE_EXECUTION_ARN,
     LEASE_EXPIRES_AT,
     LEASE_FENCE,
@@ -42,34 +49,61 @@ if TYPE_CHECKING:
 _CONDITION_FAILED = "ConditionalCheckFailedException"
 
 
-class LeaseHeldError(RuntimeError):
-    """Another writer holds the endpoint's lease; the caller should defer.
+class LeaseScope(StrEnum):
+    """What a lease lets its holder change; each scope is a lease of its own.
 
-    Attributes
-    ----------
-    endpoint_name, holder, expires_at
-        The endpoint, the current holder (``None`` if it could not be read) and when its lease ends
-        (epoch seconds, ``None`` if unknown).
+    ``CONFIG``: UpdateEndpoint, variant weights, promotion, rollback. ``CAPACITY``: the variants' scalable targets
+    (MinCapacity/MaxCapacity) and scheduled actions.
+    """
+
+    CONFIG = "config"
+    CAPACITY = "capacity"
+
+
+def lease_key(endpoint_name: str, scope: LeaseScope) -> str:
+    """The lease row's key (:data:`fleetops.tables.LEASE_PK`) for ``scope`` of an endpoint.
+
+    The config lease is the endpoint name itself: the workflows' ASL keys its lease steps so.
 
     Examples
     --------
-    >>> print(LeaseHeldError("manga-chat", "prescale/2026-11-21T07:00Z", 1795244700))
-    endpoint 'manga-chat' is leased by prescale/2026-11-21T07:00Z until 2026-11-21T07:05:00+00:00
+    >>> lease_key("manga-chat", LeaseScope.CONFIG), lease_key("manga-chat", LeaseScope.CAPACITY)
+    ('manga-chat', 'manga-chat#capacity')
+    """
+    return endpoint_name if scope is LeaseScope.CONFIG else f"{endpoint_name}{LEASE_CAPACITY_SUFFIX}"
+
+
+class LeaseHeldError(RuntimeError):
+    """Another writer holds this lease of the endpoint; the caller should defer.
+
+    Attributes
+    ----------
+    endpoint_name, holder, expires_at, scope
+        The endpoint, the current holder (``None`` if it could not be read), when its lease ends (epoch seconds,
+        ``None`` if unknown) and which of the endpoint's leases it is.
+
+    Examples
+    --------
+    >>> print(LeaseHeldError("manga-chat", "prescale/2026-11-21T07:00Z", 1795244700, LeaseScope.CAPACITY))
+    endpoint 'manga-chat': capacity lease held by prescale/2026-11-21T07:00Z until 2026-11-21T07:05:00+00:00
     >>> print(LeaseHeldError("manga-chat", None, None))
-    endpoint 'manga-chat' is leased by another writer
+    endpoint 'manga-chat': config lease held by another writer
     """
 
-    def __init__(self, endpoint_name: str, holder: str | None, expires_at: int | None) -> None:
+    def __init__(
+        self, endpoint_name: str, holder: str | None, expires_at: int | None, scope: LeaseScope = LeaseScope.CONFIG
+    ) -> None:
         self.endpoint_name = endpoint_name
         self.holder = holder
         self.expires_at = expires_at
+        self.scope = scope
         who = holder or "another writer"
         until = f" until {datetime.fromtimestamp(expires_at, tz=UTC).isoformat()}" if expires_at is not None else ""
-        super().__init__(f"endpoint {endpoint_name!r} is leased by {who}{until}")
+        super().__init__(f"endpoint {endpoint_name!r}: {scope} lease held by {who}{until}")
 
 
 class EndpointLease:
-    """Conditional-write lease on the lease table (keys from :mod:`fleetops.tables`).
+    """Conditional-write leases on the lease table (keys from :mod:`fleetops.tables`, via :func:`lease_key`).
 
     Parameters
     ----------
@@ -78,20 +112,23 @@ class EndpointLease:
     client
         A DynamoDB client; ``None`` builds a default one (reaches the emulator through ``AWS_ENDPOINT_URL``).
 
-    Throttling is botocore's own retry; a lost condition is an answer, never retried.
+    Every method takes the lease's ``scope``: the config lease unless told (the one the workflows hold and a
+    rollback reads); a capacity writer names ``LeaseScope.CAPACITY``. Throttling is botocore's own retry; a lost
+    condition is an answer, never retried.
 
     Examples
     --------
     What it guards is DynamoDB's conditional write, so the use is shown rather than run
     (``tests/integration/remediation/test_lease.py`` runs it against the emulator)::
 
-        lease = EndpointLease("lease-table")
-        lease.acquire("manga-chat", "prescale/2026-11-21T07:00Z", ttl_s=300)  # True: taken
-        lease.acquire("manga-chat", "alarm-responder/abc", ttl_s=120)  # False: held by prescale
-        lease.current("manga-chat").holder  # 'prescale/2026-11-21T07:00Z'
-        lease.release("manga-chat", "prescale/2026-11-21T07:00Z")  # True: given back
+        lease, capacity = EndpointLease("lease-table"), LeaseScope.CAPACITY
+        lease.acquire("manga-chat", "prescale/2026-11-21T07:00Z", ttl_s=300, scope=capacity)  # True: taken
+        lease.acquire("manga-chat", "alarm-responder/abc", ttl_s=120, scope=capacity)  # False: held by prescale
+        lease.acquire("manga-chat", "rollback/abc", ttl_s=600)  # True: the config lease is another lease
+        lease.current("manga-chat", scope=capacity).holder  # 'prescale/2026-11-21T07:00Z'
+        lease.release("manga-chat", "prescale/2026-11-21T07:00Z", scope=capacity)  # True: given back
         try:
-            with lease.hold("manga-chat", "alarm-responder/abc", ttl_s=120):
+            with lease.hold("manga-chat", "alarm-responder/abc", ttl_s=120, scope=capacity):
                 autoscaling.set_capacity("manga-chat", "primary", 6, 12)
         except LeaseHeldError as exc:
             print(f"deferred: {exc}")
@@ -105,7 +142,7 @@ class EndpointLease:
         # Epoch seconds; a parameter only so a test can stand in a clock that has moved on (expiry).
         self._clock = clock
 
-    def acquire(self, endpoint_name: str, holder: str, ttl_s: int) -> bool:
+    def acquire(self, endpoint_name: str, holder: str, ttl_s: int, scope: LeaseScope = LeaseScope.CONFIG) -> bool:
         """Take or renew the lease for ``ttl_s`` seconds from now; ``False`` when another holder's is still live.
 
         The same holder may re-acquire (renew) its own lease. "Now" is the wall clock at the write (see the
@@ -118,7 +155,7 @@ class EndpointLease:
         try:
             self._client.update_item(
                 TableName=self.table_name,
-                Key={LEASE_PK: {"S": endpoint_name}},
+                Key={LEASE_PK: {"S": lease_key(endpoint_name, scope)}},
                 UpdateExpression="SET #holder = :holder, #exp = :exp, #fence = if_not_exists(#fence, :zero) + :one "
                 "REMOVE #exec, #ret, #ptr",
                 ConditionExpression="attribute_not_exists(#pk) OR #exp < :now OR #holder = :holder",
@@ -145,12 +182,12 @@ class EndpointLease:
             raise
         return True
 
-    def release(self, endpoint_name: str, holder: str) -> bool:
+    def release(self, endpoint_name: str, holder: str, scope: LeaseScope = LeaseScope.CONFIG) -> bool:
         """Give the lease back; ``False`` (and no change) when someone else holds it now."""
         try:
             self._client.delete_item(
                 TableName=self.table_name,
-                Key={LEASE_PK: {"S": endpoint_name}},
+                Key={LEASE_PK: {"S": lease_key(endpoint_name, scope)}},
                 ConditionExpression="#holder = :holder",
                 ExpressionAttributeNames={"#holder": LEASE_HOLDER},
                 ExpressionAttributeValues={":holder": {"S": holder}},
@@ -161,11 +198,11 @@ class EndpointLease:
             raise
         return True
 
-    def current(self, endpoint_name: str) -> LeaseInfo | None:
+    def current(self, endpoint_name: str, scope: LeaseScope = LeaseScope.CONFIG) -> LeaseInfo | None:
         """The stored lease row (possibly expired), or ``None`` when there is none."""
         item = self._client.get_item(
             TableName=self.table_name,
-            Key={LEASE_PK: {"S": endpoint_name}},
+            Key={LEASE_PK: {"S": lease_key(endpoint_name, scope)}},
             ConsistentRead=True,
         ).get("Item")
         if not item:
@@ -181,22 +218,25 @@ class EndpointLease:
         )
 
     @contextmanager
-    def hold(self, endpoint_name: str, holder: str, ttl_s: int) -> Iterator[None]:
+    def hold(
+        self, endpoint_name: str, holder: str, ttl_s: int, scope: LeaseScope = LeaseScope.CONFIG
+    ) -> Iterator[None]:
         """Hold the lease for the ``with`` block and release it afterwards (also on error).
 
         Raises
         ------
         LeaseHeldError
-            When another writer holds an unexpired lease; names that holder.
+            When another writer holds an unexpired lease of this scope; names that holder and the scope.
         """
-        if not self.acquire(endpoint_name, holder, ttl_s):
-            info = self.current(endpoint_name)
+        if not self.acquire(endpoint_name, holder, ttl_s, scope):
+            info = self.current(endpoint_name, scope)
             raise LeaseHeldError(
                 endpoint_name,
                 info.holder if info else None,
                 info.expires_at if info else None,
+                scope,
             )
         try:
             yield
         finally:
-            self.release(endpoint_name, holder)
+            self.release(endpoint_name, holder, scope)

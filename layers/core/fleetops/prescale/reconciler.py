@@ -15,7 +15,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from fleetops.audit import AuditRecord, Outcome
 from fleetops.aws.audit_table import AuditTable
 from fleetops.aws.autoscaling import AutoScaling
-from fleetops.aws.lease import EndpointLease
+from fleetops.aws.lease import EndpointLease, LeaseScope
 from fleetops.aws.notifier import Notifier
 from fleetops.aws.switches import KillSwitch
 from fleetops.calendar import CalendarEntry, InvalidEntry, Occurrence, parse_entries
@@ -35,6 +35,7 @@ class UnmanagedVariantError(LookupError):
 
 
 LEASE_TTL_S = 120
+CAPACITY = LeaseScope.CAPACITY
 _APPLY_ORDER = {"raise_min": 0, "release_min": 1, "create": 2, "update": 3, "delete": 4}
 
 
@@ -46,7 +47,7 @@ class PrescaleDeps:
     calendar: CalendarTable
     audit: AuditTable
     kill_switch: KillSwitch
-    lease: EndpointLease | None = None
+    lease: EndpointLease | None = None  # its capacity lease: a rollout's config lease holds nothing up here
     history: DemandHistory | None = None  # None: plan from the configured levels only
     notifier: Notifier | None = None  # a forecast above a variant's cap is sent here (and audited)
     raises: RemediationStateStore | None = None  # the alarm responder's raises, released once their alarms clear
@@ -129,6 +130,8 @@ def plan_endpoint(
     changes: list[Change] = []
     for variant in endpoint.variants:
         target = autoscaling.get_target(endpoint.name, variant.name)
+        if target is None and variant.role == "canary":
+            continue  # a canary variant exists only while a rollout runs, and is scaled only where it is registered
         if target is None:
             raise UnmanagedVariantError(
                 f"endpoint {endpoint.name!r} variant {variant.name!r} has no scalable target registered with "
@@ -208,11 +211,16 @@ def _audit(deps: PrescaleDeps, change: Change, trigger: str, outcome: Outcome, d
 def _apply_endpoint(
     deps: PrescaleDeps, endpoint_name: str, changes: list[Change], trigger: str, now: datetime
 ) -> tuple[list[Change], bool]:
-    """Apply one endpoint's changes under its lease; returns the changes with outcomes and whether it ran."""
+    """Apply one endpoint's changes under its capacity lease; returns the changes with outcomes and whether it ran.
+
+    Every change here is a capacity write (scheduled actions, MinCapacity raises and releases), so only another
+    capacity writer (a reconciler run, an alarm's scale-out) defers it; a rollout's config lease does not.
+    """
     holder = f"{ACTOR}/{trigger}"
-    if deps.lease is not None and not deps.lease.acquire(endpoint_name, holder, LEASE_TTL_S):
-        current = deps.lease.current(endpoint_name)
-        reason = f"lease held by {current.holder if current else 'another writer'}; retried on the next run"
+    if deps.lease is not None and not deps.lease.acquire(endpoint_name, holder, LEASE_TTL_S, CAPACITY):
+        current = deps.lease.current(endpoint_name, CAPACITY)
+        who = current.holder if current else "another writer"
+        reason = f"{CAPACITY} lease held by {who}; retried on the next run"
         deferred = [c.model_copy(update={"outcome": "skipped", "error": reason}) for c in changes]
         deps.audit.write(
             AuditRecord(
@@ -243,7 +251,7 @@ def _apply_endpoint(
             done.append(result)
     finally:
         if deps.lease is not None:
-            deps.lease.release(endpoint_name, holder)
+            deps.lease.release(endpoint_name, holder, CAPACITY)
     return done, True
 
 

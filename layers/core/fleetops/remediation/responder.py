@@ -2,9 +2,9 @@
 
 Order of work: parse and resolve the alarm (ignored ones stop here), drop an event the alarm's own state has
 overtaken (audited; :mod:`fleetops.remediation.staleness`), read what the decision needs,
-:func:`~fleetops.remediation.decide.decide`, apply the ``go`` plans (capacity and weight changes under
-the endpoint lease, after the endpoint is InService, re-deciding on fresh state), keep the variant's
-raise record (:mod:`fleetops.remediation.raises`) in step with the alarm, then audit every plan, notify,
+:func:`~fleetops.remediation.decide.decide`, apply the ``go`` plans (a scale-out under the endpoint's capacity
+lease, a canary weight under its config lease, after the endpoint is InService, re-deciding on fresh state), keep the
+variant's raise record (:mod:`fleetops.remediation.raises`) in step with the alarm, then audit every plan, notify,
 and report. Deferred or failed actions raise :class:`RemediationIncompleteError` after auditing and
 notifying, so Lambda retries the event and finally sends it to the DLQ.
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 from aws_lambda_powertools import Logger
@@ -24,7 +25,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict
 
 from fleetops.audit import AuditRecord, Outcome
-from fleetops.aws.lease import LeaseHeldError
+from fleetops.aws.lease import LeaseHeldError, LeaseScope
 from fleetops.aws.sagemaker_endpoint import EndpointNotReadyError
 from fleetops.remediation.alarm import IgnoredAlarmError, ParsedAlarm, parse_alarm
 from fleetops.remediation.decide import ActionPlan, Decision, Gate, RailState, decide, plan_scale_out
@@ -276,7 +277,8 @@ class Responder:
         alarm = decision.alarm
         try:
             if plan.action == ActionType.SCALE_OUT:
-                return self._under_lease(alarm, plan, lambda: self._scale_out(alarm, variant))
+                # A capacity write: a rollout's config lease does not hold it up, another capacity writer does.
+                return self._under_lease(alarm, plan, LeaseScope.CAPACITY, partial(self._scale_out, alarm, variant))
             if plan.action == ActionType.ROLLBACK:
                 return self._rollback(alarm, plan)
         except (ClientError, BotoCoreError) as exc:
@@ -284,12 +286,14 @@ class Responder:
             return ActionOutcome(action=plan.action, outcome="failed", reason=f"{plan.reason}; AWS refused: {exc}")
         return ActionOutcome(action=plan.action, outcome="applied", reason=plan.reason)
 
-    def _under_lease(self, alarm: ParsedAlarm, plan: ActionPlan, change: Callable[[], ActionOutcome]) -> ActionOutcome:
+    def _under_lease(
+        self, alarm: ParsedAlarm, plan: ActionPlan, scope: LeaseScope, change: Callable[[], ActionOutcome]
+    ) -> ActionOutcome:
         holder = f"{ACTOR}/{alarm.alarm_name}@{alarm.state_timestamp}"
         ttl = self.config.playbook.rails.lease_ttl_seconds
         try:
             # The lease's time is the wall clock at the write (fleetops.aws.lease), never the alarm's timestamp.
-            with self.ports.lease.hold(alarm.endpoint_name, holder, ttl_s=ttl):
+            with self.ports.lease.hold(alarm.endpoint_name, holder, ttl_s=ttl, scope=scope):
                 self.ports.wait_ready(alarm.endpoint_name)
                 return change()
         except (LeaseHeldError, EndpointNotReadyError) as exc:
@@ -345,7 +349,8 @@ class Responder:
             why = f"{plan.reason}: no rollback workflow configured, canary weight set to 0"
             return ActionOutcome(action=plan.action, outcome="applied", reason=why, before=before, after=after)
 
-        return self._under_lease(alarm, plan, zero_weight)
+        # A weight is the endpoint's config: it waits for a rollout or rollback holding the config lease.
+        return self._under_lease(alarm, plan, LeaseScope.CONFIG, zero_weight)
 
     # --- raise records ---
 
