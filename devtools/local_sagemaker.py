@@ -141,13 +141,18 @@ def model_folder(tiny: TinyModel, dest: Path, adapters: Mapping[str, Path] | Non
 
 
 def package_model(tiny: TinyModel, out: Path, adapters: Mapping[str, Path] | None = None) -> Path:
-    """Write ``out``, a ``model.tar.gz`` as SageMaker unpacks it into ``/opt/ml/model`` (see :func:`model_folder`)."""
+    """Write ``out``, a ``model.tar.gz`` as SageMaker unpacks it into ``/opt/ml/model`` (see :func:`model_folder`),
+    packed as an ML engineer packs one: by ``fleetctl model package``'s packer."""
+    from fleetctl.model_package import write_tarball
+
     folder = model_folder(tiny, out.with_name(out.name + ".folder"), adapters)
+    files = out.with_name(out.name + ".files")
+    shutil.rmtree(files, ignore_errors=True)
+    shutil.copytree(folder, files)  # the files themselves: the packer packs a link as a link, which the gate refuses
     out.parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(out, "w:gz", compresslevel=1, dereference=True) as tar:
-        for item in sorted(folder.iterdir()):
-            tar.add(item, arcname=item.name)
+    write_tarball(files, out)
     shutil.rmtree(folder)
+    shutil.rmtree(files)
     return out
 
 

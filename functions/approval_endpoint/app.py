@@ -1,11 +1,13 @@
 """Approval endpoint behind an IAM-authorised Lambda function URL (``AuthType: AWS_IAM``).
 
 GET shows a confirmation page and changes nothing (mail scanners prefetch links); its form POSTs the
-decision. POST decides the single-use approval, as the caller's IAM identity from the signed request
-(never the person who requested the rollout): claimed, answered to the waiting rollout through Step
-Functions, audited, then marked used. ``fleetctl rollout approve|reject`` POSTs JSON instead
+decision. POST decides the single-use approval, as the caller's IAM identity from the request context Lambda's
+URL integration fills in (never from the payload; a direct invoke is refused, 403), and never as the person who
+requested the rollout nor as another session of a role they share: claimed, answered to the waiting rollout
+through Step Functions, audited, then marked used. ``fleetctl rollout approve|reject`` POSTs JSON instead
 (``{"rollout_id", "decision", "note"}``, the step the rollout waits at) and gets JSON back. This URL is
-the only way to decide: no person holds states:SendTask* or write access to the approval table.
+the only way to decide: no person holds write access to the approval table, and the rollout's VerifyApproval
+step promotes only what this function recorded (a SendTaskSuccess by anyone else fails the rollout).
 Neither the approval id nor the task token is logged; the event is not logged.
 """
 
@@ -32,6 +34,7 @@ from fleetops.rollout.approval_gate import (
 )
 from fleetops.rollout.approval_table import ApprovalTable
 from fleetops.rollout.task_callback import TaskCallback
+from fleetops.rollout.url_caller import ForgedCallerError, signed_caller
 from fleetops.settings import CommonSettings
 
 if TYPE_CHECKING:
@@ -93,7 +96,8 @@ def confirm() -> Response[str]:
 
 
 def _caller() -> str:
-    return app.current_event.request_context.authorizer.iam.user_arn or ""
+    caller: str = app.context["caller"]  # verified in lambda_handler, before routing
+    return caller
 
 
 #: Longest reason a rejection may carry (it travels in SendTaskFailure's cause, at most 32768 characters).
@@ -141,8 +145,6 @@ def _log_decided(result: DecisionResult) -> None:
 @app.post("/")
 def decide() -> Response[str]:
     caller = _caller()
-    if not caller:  # AWS_IAM auth always provides one; refuse rather than record an anonymous decision
-        return _page(403, "Not signed in", "<p>The request carries no IAM identity.</p>")
     if (app.current_event.headers.get("content-type") or "").startswith("application/json"):
         return _decide_json(caller)
     form = parse_qs(app.current_event.decoded_body or "")
@@ -169,4 +171,11 @@ def decide() -> Response[str]:
 @logger.inject_lambda_context(clear_state=True, log_event=False)
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    try:
+        caller = signed_caller(event, context.invoked_function_arn)
+    except ForgedCallerError as exc:
+        logger.warning("not a signed function URL request", extra={"why": str(exc)})
+        body = json.dumps({"error": "forbidden", "message": str(exc)})
+        return {"statusCode": 403, "headers": {"Content-Type": "application/json"}, "body": body}
+    app.context["caller"] = caller  # cleared by resolve() after the request
     return app.resolve(event, context)

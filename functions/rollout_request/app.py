@@ -1,23 +1,27 @@
 """Rollout requests behind an IAM-authorised Lambda function URL (``AuthType: AWS_IAM``): the only way to start one.
 
-POST the rollout request (JSON). ``requested_by`` is the caller's IAM ARN from the signed request; a body
-that sets it is refused (400). The execution is named after the rollout id: the same request again answers
-the same execution (202), another request under that id is refused (409). Only this function's role may
-start the rollout state machine, so every rollout's requester is a signed identity the approval gate can
-hold apart from its approvers.
+POST the rollout request (JSON). ``requested_by`` is the caller's IAM ARN from the request context Lambda's
+URL integration fills in (a direct invoke, or a payload naming a caller, is refused: 403); a body that sets it
+is refused (400). The request is recorded in the approval table, then the execution named after the rollout id
+is started: the same request again answers the same execution (202), another request under that id is refused
+(409). The approval steps read the requester from that record, so an execution started any other way (or with
+another input) cannot be approved.
 """
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.event_handler import LambdaFunctionUrlResolver, Response
 
+from fleetops.rollout.approval_table import ApprovalTable
 from fleetops.rollout.request import RequestDeps, RolloutRequestRefusedError, request_rollout
 from fleetops.rollout.rollout_starter import RolloutStarter
+from fleetops.rollout.url_caller import ForgedCallerError, signed_caller
 from fleetops.settings import CommonSettings
 
 if TYPE_CHECKING:
@@ -30,6 +34,7 @@ app = LambdaFunctionUrlResolver()
 
 class Settings(CommonSettings):
     rollout_state_machine_arn: str
+    approval_table: str
 
 
 # A wrong environment fails the cold start with a clear message, before any request.
@@ -39,22 +44,31 @@ settings = Settings.from_env()
 @cache
 def dependencies() -> RequestDeps:
     """AWS adapters, built once per execution environment on its first invocation."""
-    return RequestDeps(start=RolloutStarter(settings.rollout_state_machine_arn).start)
+    return RequestDeps(
+        record=ApprovalTable(settings.approval_table).record_request,
+        start=RolloutStarter(settings.rollout_state_machine_arn).start,
+    )
 
 
 def _json(status: int, body: dict[str, Any]) -> Response[str]:
     return Response(status_code=status, content_type="application/json", body=json.dumps(body))
 
 
+def _refused(exc: ForgedCallerError) -> dict[str, Any]:
+    body = json.dumps({"error": "forbidden", "message": str(exc)})
+    return {"statusCode": 403, "headers": {"Content-Type": "application/json"}, "body": body}
+
+
 @app.post("/")
 def request() -> Response[str]:
-    caller = app.current_event.request_context.authorizer.iam.user_arn or ""
+    caller: str = app.context["caller"]
     try:
         body = json.loads(app.current_event.decoded_body or "")
     except ValueError as exc:
         return _json(400, {"error": "malformed", "message": f"the body is not JSON: {exc}"})
     try:
-        started = request_rollout(body, caller, dependencies())
+        now = datetime.fromtimestamp(app.current_event.request_context.time_epoch / 1000, UTC)
+        started = request_rollout(body, caller, dependencies(), now)
     except RolloutRequestRefusedError as exc:
         logger.warning("rollout request refused", extra={"status": exc.http_status, "caller": caller})
         return _json(exc.http_status, {"error": "refused", "message": str(exc)})
@@ -65,4 +79,10 @@ def request() -> Response[str]:
 @logger.inject_lambda_context(clear_state=True, log_event=False)
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    try:
+        caller = signed_caller(event, context.invoked_function_arn)
+    except ForgedCallerError as exc:
+        logger.warning("not a signed function URL request", extra={"why": str(exc)})
+        return _refused(exc)
+    app.context["caller"] = caller  # cleared by resolve() after the request
     return app.resolve(event, context)

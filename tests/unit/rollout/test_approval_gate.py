@@ -6,6 +6,7 @@ test_approval_commit.py).
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qs, urlparse
 
@@ -23,9 +24,11 @@ from fleetops.rollout.approval_gate import (
     submit_decision,
     submit_for_rollout,
 )
+from fleetops.rollout.requester import RequesterUnknownError, RolloutRecord, new_record
 from tests.conftest import load_event
 
 NOW = datetime(2026, 11, 21, 10, 5, tzinfo=UTC)
+REQUESTER = "arn:aws:iam::123456789012:user/ayumi"  # recorded for the execution of events/approval_notify.json
 
 
 class MemoryStore:
@@ -33,6 +36,16 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self.items: dict[str, ApprovalRecord] = {}
+        # The request function's record of the sample execution (events/approval_notify.json).
+        sample = load_event("approval_notify")
+        self.requests = {
+            sample["execution_name"]: new_record(
+                sample["rollout_id"], REQUESTER, json.dumps(sample["execution_input"]), NOW - timedelta(hours=2)
+            )
+        }
+
+    def rollout_record(self, execution_name: str) -> RolloutRecord | None:
+        return self.requests.get(execution_name)
 
     def put(self, record: ApprovalRecord) -> None:
         assert record.approval_key not in self.items
@@ -61,7 +74,6 @@ class MemoryStore:
         self.items[key] = self.items[key].model_copy(update=update)
 
 
-REQUESTER = "arn:aws:iam::123456789012:user/ayumi"  # events/approval_notify.json
 APPROVER = "arn:aws:iam::123456789012:user/kenji"
 
 
@@ -247,3 +259,24 @@ def test_a_rejection_sends_its_reason_with_who_and_when() -> None:
         )
     ]
     assert sent.audit[0].reason.endswith(": p95 TTFT looks worse")
+
+
+@pytest.mark.parametrize(
+    ("changes", "says"),
+    [
+        # StartExecution by hand with a requested_by of one's choosing: no request was recorded under its name.
+        ({"execution_name": "forged-v8"}, "has no recorded request"),
+        # Under a recorded name but with another input (another requester, another model): not that request.
+        (
+            {"execution_input": load_event("approval_notify")["execution_input"] | {"requested_by": APPROVER}},
+            "is not the request recorded under its name",
+        ),
+    ],
+)
+def test_an_execution_that_is_not_a_recorded_request_gets_no_approval(changes: dict[str, object], says: str) -> None:
+    store = MemoryStore()
+    mails: list[str] = []
+    request = ApprovalRequest.model_validate(load_event("approval_notify") | {"now": NOW.isoformat()} | changes)
+    with pytest.raises(RequesterUnknownError, match=says):
+        request_approval(request, NotifyDeps(store, lambda s, m: mails.append(m), "https://u/"))
+    assert store.items == {} and mails == []

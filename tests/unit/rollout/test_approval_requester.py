@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from fleetops.rollout.request import RequestDeps, RolloutRequestRefusedError, execution_input, request_rollout
+from fleetops.rollout.requester import RolloutRecord
 from tests.conftest import load_event
 
 ALICE = "arn:aws:iam::123456789012:user/alice"
+NOW = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 
 
 def body(**changes: Any) -> dict[str, Any]:
@@ -26,12 +29,39 @@ def test_the_signed_caller_becomes_requested_by_and_the_execution_is_named_after
         started.append((name, document))
         return f"arn:aws:states:us-east-1:123456789012:execution:canary-rollout:{name}"
 
-    result = request_rollout(body(), ALICE, RequestDeps(start=start))
+    recorded: list[RolloutRecord] = []
+
+    def record(rollout: RolloutRecord) -> bool:
+        assert not started, "the request is recorded before the execution starts"
+        recorded.append(rollout)
+        return True
+
+    result = request_rollout(body(), ALICE, RequestDeps(record=record, start=start), NOW)
 
     [(name, document)] = started
     assert name == result.rollout_id == "llama-q4-v7" and result.requested_by == ALICE
     assert json.loads(document) == body() | {"requested_by": ALICE}
     assert result.execution_arn.endswith(":llama-q4-v7")
+    [rollout] = recorded
+    assert (rollout.approval_key, rollout.requested_by, rollout.execution_input) == (
+        "rollout#llama-q4-v7",
+        ALICE,
+        document,
+    )
+    assert rollout.expires_at == int(NOW.timestamp()) + 90 * 86400  # as long as Step Functions keeps the name
+
+
+def test_another_request_recorded_under_the_rollout_id_is_refused_before_anything_starts() -> None:
+    started: list[str] = []
+
+    def start(name: str, document: str) -> str:
+        started.append(name)
+        return f"arn:aws:states:us-east-1:123456789012:execution:canary-rollout:{name}"
+
+    deps = RequestDeps(record=lambda rollout: False, start=start)
+    with pytest.raises(RolloutRequestRefusedError, match="requested before with another request") as refused:
+        request_rollout(body(), ALICE, deps, NOW)
+    assert refused.value.http_status == 409 and started == []
 
 
 @pytest.mark.parametrize(

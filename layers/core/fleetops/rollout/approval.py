@@ -16,6 +16,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fleetops.rollout.approval_identity import not_distinct, person
+
 Decision = Literal["approve", "reject"]
 RefusalReason = Literal["malformed", "unknown", "used", "expired", "own_rollout", "claimed"]
 Status = Literal["pending", "claimed", "used"]
@@ -35,9 +37,6 @@ HTTP_STATUS: dict[RefusalReason, int] = {
 #: How long a claim keeps other approvers out while its caller sends the decision to Step Functions. A caller
 #: that died between claim and send leaves a claim that lapses after this, so the approval is not lost.
 CLAIM_SECONDS = 60
-
-_ASSUMED_ROLE = re.compile(r"^arn:(?P<p>[\w-]+):sts::(?P<acct>\d{12}):assumed-role/(?P<role>[^/]+)/(?P<session>.+)$")
-_IAM = re.compile(r"^arn:(?P<p>[\w-]+):(?:iam|sts)::(?P<acct>\d{12}):(?P<kind>user|role|root)(?:/(?P<rest>.+))?$")
 
 
 class ApprovalRefusedError(Exception):
@@ -61,7 +60,8 @@ class ApprovalRecord(BaseModel):
     step_weight: int
     summary: str
     expires_at: int = Field(description="epoch seconds")
-    requested_by: str = Field(default="", description="the signed caller who requested the rollout")
+    requested_by: str = Field(default="", description="the signed caller who requested the rollout, as recorded")
+    execution_id: str = Field(default="", description="the waiting execution (its context, not its input)")
     status: Status = "pending"
     decision: Decision | None = None
     decided_by: str | None = None
@@ -129,36 +129,8 @@ def check_usable(
     return record
 
 
-def principal(arn: str) -> str:
-    """The person behind an IAM ARN, as compared for "approver is not the requester".
-
-    The same person is the same IAM user, or the same session name under the same role: an assumed-role
-    session ARN (``sts::...:assumed-role/Role/alice``) is named by role and session, since SSO and
-    federation set the session name to the person. A role ARN without a session (``iam::...:role/Role``)
-    is the role itself, kept distinct from any session of it. Paths (``user/team/alice``) are dropped
-    (IAM names are unique per account whatever the path); case is kept, as IAM keeps it.
-
-    Examples
-    --------
-    >>> principal("arn:aws:sts::123456789012:assumed-role/Deployer/alice")
-    'arn:aws:123456789012:role/Deployer/session/alice'
-    >>> principal("arn:aws:iam::123456789012:user/team-a/alice") == principal("arn:aws:iam::123456789012:user/alice")
-    True
-    >>> principal("arn:aws:iam::123456789012:role/Deployer")
-    'arn:aws:123456789012:role/Deployer'
-    """
-    found = _ASSUMED_ROLE.fullmatch(arn)
-    if found:
-        return f"arn:{found['p']}:{found['acct']}:role/{found['role']}/session/{found['session']}"
-    found = _IAM.fullmatch(arn)
-    if not found:
-        return arn
-    name = (found["rest"] or "").rsplit("/", 1)[-1]
-    return f"arn:{found['p']}:{found['acct']}:{found['kind']}" + (f"/{name}" if name else "")
-
-
 def check_not_requester(record: ApprovalRecord, caller: str) -> None:
-    """Refuse a decision by the person who requested the rollout (a second person approves).
+    """Refuse a decision by the person who requested the rollout, or by one who may be them (a shared role).
 
     Examples
     --------
@@ -176,12 +148,9 @@ may not decide its approvals: another person must approve or reject it
             f"the approval of rollout {record.rollout_id} does not say who requested it; "
             "it cannot be decided here (let it time out, or abort the rollout)",
         )
-    if principal(caller) == principal(record.requested_by):
-        raise ApprovalRefusedError(
-            "own_rollout",
-            f"{caller} requested rollout {record.rollout_id} and may not decide its approvals: "
-            "another person must approve or reject it",
-        )
+    why = not_distinct(person(record.requested_by), person(caller), f"rollout {record.rollout_id}")
+    if why:
+        raise ApprovalRefusedError("own_rollout", why)
 
 
 def decision_deadline(entered: datetime, timeout_seconds: int, heartbeat_seconds: int | None) -> int:

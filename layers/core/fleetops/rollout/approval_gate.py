@@ -28,6 +28,7 @@ from fleetops.rollout.approval import (
     decision_deadline,
     new_approval_id,
 )
+from fleetops.rollout.requester import RolloutRecord, recorded_requester
 
 #: Error name the rollout sees when an approver rejects (its Catch sends it to rollback).
 REJECTED_ERROR = "RolloutRejected"
@@ -39,6 +40,8 @@ AUDIT_ACTOR = "approval"
 
 class ApprovalStore(Protocol):
     def put(self, record: ApprovalRecord) -> None: ...
+
+    def rollout_record(self, execution_name: str) -> RolloutRecord | None: ...
 
     def get(self, key: str) -> ApprovalRecord | None: ...
 
@@ -56,7 +59,11 @@ class TaskGoneError(RuntimeError):
 
 
 class ApprovalRequest(BaseModel):
-    """What the state machine passes to the approval-notify function (with ``.waitForTaskToken``)."""
+    """What the state machine passes to the approval-notify function (with ``.waitForTaskToken``).
+
+    The requester is not in it: it is read from the request record (:mod:`fleetops.rollout.requester`), which
+    ``execution_name`` and ``execution_input`` (the execution's context, not its input's fields) must match.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -65,7 +72,9 @@ class ApprovalRequest(BaseModel):
     endpoint_name: str
     step_weight: int
     analysis_summary: str
-    requested_by: str
+    execution_name: str
+    execution_id: str
+    execution_input: Any
     timeout_seconds: int
     heartbeat_seconds: int | None = None
     now: datetime = Field(description="the RequestApproval state's entered time: the task's clocks start there")
@@ -79,7 +88,15 @@ class NotifyDeps:
 
 
 def request_approval(request: ApprovalRequest, deps: NotifyDeps) -> ApprovalRecord:
-    """Issue a single-use approval id valid until Step Functions stops waiting, store the token, notify the team."""
+    """Issue a single-use approval id valid until Step Functions stops waiting, store the token, notify the team.
+
+    Raises
+    ------
+    RequesterUnknownError
+        The execution is not a recorded request (started directly, or with another input): nothing is stored.
+    """
+    record_of_request = deps.store.rollout_record(request.execution_name)
+    requested_by = recorded_requester(record_of_request, request.execution_name, request.execution_input, request.now)
     approval_id = new_approval_id()
     expires_at = decision_deadline(request.now, request.timeout_seconds, request.heartbeat_seconds)
     record = ApprovalRecord(
@@ -90,13 +107,14 @@ def request_approval(request: ApprovalRequest, deps: NotifyDeps) -> ApprovalReco
         step_weight=request.step_weight,
         summary=request.analysis_summary,
         expires_at=expires_at,
-        requested_by=request.requested_by,
+        requested_by=requested_by,
+        execution_id=request.execution_id,
     )
     deps.store.put(record)
     links = {d: f"{deps.approval_url}?{urlencode({'id': approval_id, 'decision': d})}" for d in ("approve", "reject")}
     message = (
         f"Rollout {request.rollout_id} on {request.endpoint_name} waits for approval at {request.step_weight}% canary "
-        f"traffic.\nRequested by {request.requested_by} (who may not approve it).\n\n"
+        f"traffic.\nRequested by {requested_by} (who may not approve it).\n\n"
         f"Analysis: {request.analysis_summary}\n\n"
         f"Approve: {links['approve']}\nReject:  {links['reject']}\n\n"
         f"The links open a confirmation page (signed-in AWS identity required), work once and expire at "

@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from boto3.dynamodb.conditions import Attr
+from boto3.dynamodb.conditions import Attr, ConditionBase
 from botocore.exceptions import ClientError
 
 from fleetops.aws import clients
 from fleetops.aws.retry import error_code
 from fleetops.rollout.approval import CLAIM_SECONDS, ApprovalRecord, Decision, check_usable
+from fleetops.rollout.requester import RolloutRecord, rollout_key
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBServiceResource
@@ -36,21 +37,46 @@ class ApprovalTable:
             ExpressionAttributeNames={"#k": APPROVAL_PK},
         )
 
+    def record_request(self, record: RolloutRecord) -> bool:
+        """Store a rollout's request record; a repeat of the same request is fine, another input is not (False)."""
+        try:
+            self._table.put_item(
+                Item=record.model_dump(mode="json"),
+                ConditionExpression="attribute_not_exists(#k) OR execution_input = :input",
+                ExpressionAttributeNames={"#k": APPROVAL_PK},
+                ExpressionAttributeValues={":input": record.execution_input},
+            )
+        except ClientError as exc:
+            if not _condition_failed(exc):
+                raise
+            return False
+        return True
+
+    def rollout_record(self, execution_name: str) -> RolloutRecord | None:
+        """The request record of execution ``execution_name``, if the request function wrote one."""
+        item = self._table.get_item(Key={APPROVAL_PK: rollout_key(execution_name)}, ConsistentRead=True).get("Item")
+        return RolloutRecord.model_validate(_plain(item)) if item else None
+
+    def decisions(self, execution_id: str, step_weight: int) -> list[ApprovalRecord]:
+        """The approvals execution ``execution_id`` asked for at ``step_weight`` (one, unless it was retried)."""
+        return self._scan(Attr("execution_id").eq(execution_id) & Attr("step_weight").eq(step_weight))
+
     def pending(self, rollout_id: str) -> list[ApprovalRecord]:
         """The undecided (pending or claimed) approvals of ``rollout_id``, latest expiry first.
 
         A rollout waits at one step at a time, so the first is the one it waits at.
         """
+        found = self._scan(Attr("rollout_id").eq(rollout_id) & Attr("status").is_in(["pending", "claimed"]))
+        return sorted(found, key=lambda record: record.expires_at, reverse=True)
+
+    def _scan(self, condition: ConditionBase) -> list[ApprovalRecord]:
         found: list[ApprovalRecord] = []
-        kwargs: dict[str, Any] = {
-            "FilterExpression": Attr("rollout_id").eq(rollout_id) & Attr("status").is_in(["pending", "claimed"]),
-            "ConsistentRead": True,
-        }
+        kwargs: dict[str, Any] = {"FilterExpression": condition, "ConsistentRead": True}
         while True:
             page = self._table.scan(**kwargs)
             found += [ApprovalRecord.model_validate(_plain(item)) for item in page["Items"]]
             if "LastEvaluatedKey" not in page:
-                return sorted(found, key=lambda record: record.expires_at, reverse=True)
+                return found
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def get(self, key: str) -> ApprovalRecord | None:

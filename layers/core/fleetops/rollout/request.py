@@ -1,10 +1,12 @@
 """Requesting a rollout: the execution input with ``requested_by`` set from the signed caller, never the body.
 
-Step Functions does not tell a state machine who called StartExecution, so the only way to start the
-rollout workflow is the request function behind an IAM-authorised URL: the body is the rollout request,
-the caller's IAM ARN (from the signature, not from anything the caller wrote) becomes ``requested_by``,
-and the approval gate later refuses that person's approvals. The execution is named after the rollout id,
-so a repeat of the same request is the same execution and another request under that id is refused.
+Step Functions does not tell a state machine who called StartExecution, so the rollout workflow is started
+by the request function behind an IAM-authorised URL: the body is the rollout request, the caller's IAM ARN
+(from the signature, not from anything the caller wrote) becomes ``requested_by``, and the request is recorded
+in the approval table before the execution starts (:mod:`fleetops.rollout.requester`). The approval steps read
+the requester from that record, so an execution started any other way cannot be approved. The execution is
+named after the rollout id, so a repeat of the same request is the same execution and another request under
+that id is refused.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from fleetops.rollout.plan import RolloutInputError, parse_request
+from fleetops.rollout.requester import RolloutRecord, new_record
 
 #: The request field the caller may not set: the request function sets it from the signature.
 REQUESTER_FIELD = "requested_by"
@@ -40,6 +44,8 @@ class RolloutStarted(BaseModel):
 
 @dataclass(frozen=True)
 class RequestDeps:
+    #: Store the request's record unless one with another input exists under its name (then False).
+    record: Callable[[RolloutRecord], bool]
     #: (execution name, input JSON) -> execution ARN; the same name with the same input returns the same ARN,
     #: another input under that name raises :class:`RolloutRequestRefusedError` (409).
     start: Callable[[str, str], str]
@@ -72,9 +78,21 @@ IAM identity (remove the field)
     return parsed.rollout_id, json.dumps(request, sort_keys=True)
 
 
-def request_rollout(body: Any, caller: str, deps: RequestDeps) -> RolloutStarted:
-    """Start (or find again, for a repeat) the rollout execution of ``body`` as requested by ``caller``."""
+def request_rollout(body: Any, caller: str, deps: RequestDeps, now: datetime) -> RolloutStarted:
+    """Record, then start (or find again, for a repeat) the rollout execution of ``body`` requested by ``caller``.
+
+    Raises
+    ------
+    RolloutRequestRefusedError
+        400 / 403 for the request itself; 409 when another request was recorded or started under its rollout id.
+    """
     name, document = execution_input(body, caller)
+    if not deps.record(new_record(name, caller, document, now)):
+        raise RolloutRequestRefusedError(
+            409,
+            f"rollout {name!r} was requested before with another request (or by someone else); "
+            "give the new rollout its own rollout_id",
+        )
     return RolloutStarted(rollout_id=name, execution_arn=deps.start(name, document), requested_by=caller)
 
 
