@@ -84,6 +84,7 @@ ROLLBACK_ASL = REPO / "statemachines" / "rollback.asl.json"
 FLEET = Path(__file__).resolve().parent / "workflow_fleet.yaml"
 FUNCTIONS = {
     "rollout-validate": "rollout_validate",
+    "endpoint-config": "endpoint_config",
     "artifact-gate": "artifact_gate",
     "candidate-gate": "candidate_gate",
     "shadow-compare": "shadow_compare",
@@ -178,6 +179,7 @@ def deploy(core: CoreResources | None = None) -> RolloutWorkflow:
         | {
             "RolloutValidateFunctionArn": arns["rollout-validate"],
             "ArtifactGateFunctionArn": arns["artifact-gate"],
+            "EndpointConfigFunctionArn": arns["endpoint-config"],
             "CandidateGateFunctionArn": arns["candidate-gate"],
             "ShadowCompareFunctionArn": arns["shadow-compare"],
             "CanaryAnalysisFunctionArn": arns["canary-analysis"],

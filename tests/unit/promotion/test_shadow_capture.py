@@ -78,6 +78,11 @@ def test_the_shadow_config_captures_into_the_capture_bucket_encrypted_with_the_c
         planned.canary_endpoint_config_name,
         planned.final_endpoint_config_name,
     )
+    # The shadow config is the canary config's copy with this capture; the canary config keeps production's.
+    shadow = planned.shadow_config
+    assert shadow is not None and shadow.data_capture == capture
+    assert shadow.endpoint_config_name == planned.shadow_endpoint_config_name
+    assert shadow.add == planned.canary_config.add and planned.canary_config.data_capture is None
 
 
 def test_a_rollout_without_shadow_plans_no_capture() -> None:

@@ -174,10 +174,19 @@ def test_capture_is_on_only_from_after_the_candidate_gate_for_the_shadow_seconds
     None
 ):
     every = states("canary_rollout.asl.json")
-    # Only the shadow config captures; the canary config users' traffic runs on otherwise does not.
-    capturing = {name for name, state in every.items() if "DataCaptureConfig.$" in state.get("Parameters", {})}
-    assert capturing == {"CreateShadowConfig"}
-    assert every["CreateShadowConfig"]["Parameters"]["EndpointConfigName.$"] == "$.plan.shadow_endpoint_config_name"
+    # Only the shadow config captures (the plan's shadow_config carries the data capture, see
+    # tests/unit/promotion/test_shadow_capture.py); the canary config users' traffic runs on otherwise does not.
+    built = {
+        name: state["Parameters"]["Payload.$"]
+        for name, state in every.items()
+        if state.get("Parameters", {}).get("FunctionName") == "${EndpointConfigFunctionArn}"
+    }
+    assert built == {
+        "CreateCanaryConfig": "$.plan.canary_config",
+        "CreateShadowConfig": "$.plan.shadow_config",
+        "CreateFinalConfig": "$.plan.final_config",
+    }
+    assert not [name for name, state in every.items() if state.get("Resource", "").endswith("createEndpointConfig")]
     assert every["DeployCanary"]["Parameters"]["EndpointConfigName.$"] == "$.plan.canary_endpoint_config_name"
     # The endpoint goes onto the shadow config in one place, reached only from Shadow? (after the candidate gate,
     # so its prompts are never captured) ...

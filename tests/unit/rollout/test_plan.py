@@ -59,26 +59,49 @@ def test_each_step_moves_traffic_from_the_current_variants_to_the_canary() -> No
     assert weights[100] == {"primary": 0.0, "canary": 100.0}
 
 
-def test_the_canary_config_adds_the_canary_at_weight_zero_next_to_the_current_variants() -> None:
+def test_the_canary_config_copies_the_current_config_and_adds_the_canary_at_weight_zero() -> None:
     p = plan()
-    assert [v["VariantName"] for v in p.canary_variants] == ["primary", "canary"]
-    assert p.canary_variants[1]["InitialVariantWeight"] == 0.0
-    assert p.canary_variants[1]["ModelName"] == p.model_name == "manga-chat-llama-q4-v7-model"
+    config = p.canary_config
+    assert (config.source_config_name, config.endpoint_config_name) == ("v6-config", p.canary_endpoint_config_name)
+    assert config.copy_variants and config.copied_weights == "live"
+    [canary] = config.add
+    assert (canary.variant_name, canary.copy_of, canary.weight) == ("canary", "primary", 0.0)
+    assert canary.model_name == p.model_name == "manga-chat-llama-q4-v7-model"
+    # The canary's capacity is the request's, not the primary's managed scaling bounds.
+    assert canary.instance_count == 1 and canary.own_capacity
 
 
-def test_promotion_keeps_the_baseline_variant_name_and_capacity_with_the_new_model() -> None:
-    [final] = plan().final_variants
-    assert final == {
-        "VariantName": "primary",
-        "ModelName": "manga-chat-llama-q4-v7-final-model",
-        "InstanceType": "ml.g5.2xlarge",
-        "InitialInstanceCount": 3,
-        "InitialVariantWeight": 1.0,
-        # fleet.yaml's hosting defaults: the newest GPU AMI, and the start-up and download timeouts
+def test_promotion_keeps_the_baseline_variant_and_reads_its_count_when_promoting() -> None:
+    config = plan().final_config
+    assert (config.source_config_name, config.endpoint_config_name) == ("v6-config", "manga-chat-llama-q4-v7-final")
+    assert not config.copy_variants
+    [final] = config.add
+    assert (final.variant_name, final.copy_of, final.model_name) == (
+        "primary",
+        "primary",
+        "manga-chat-llama-q4-v7-final-model",
+    )
+    # The count is read when the config is built; the plan's 3 is only a floor.
+    assert (final.instance_count, final.min_instance_count, final.weight) == (None, 3, 1.0)
+    # fleet.yaml's hosting defaults: the newest GPU AMI, and the start-up and download timeouts
+    assert config.hosting == {
         "InferenceAmiVersion": "al2023-ami-sagemaker-inference-gpu-4-1",
         "ContainerStartupHealthCheckTimeoutInSeconds": 1200,
         "ModelDataDownloadTimeoutInSeconds": 1200,
     }
+
+
+def test_a_canary_on_another_instance_type_than_the_primary_is_refused_with_the_reason() -> None:
+    with pytest.raises(RolloutInputError) as refused:
+        plan(canary={"instance_type": "ml.g6e.2xlarge"})
+    # What the operator reads: which type, the primary's, why, and what to do instead.
+    assert str(refused.value) == (
+        "invalid rollout request: canary.instance_type: 'ml.g6e.2xlarge' is not the instance type of the primary "
+        "variant 'primary' (ml.g5.2xlarge); the promoted variant keeps the primary's instance type, since SageMaker "
+        "refuses to change the instance type of an autoscaled variant in an endpoint update. Run the canary on "
+        "ml.g5.2xlarge (a new instance type is a change of its own: deregister the scalable target, update the "
+        "endpoint, register it again). Nothing was changed."
+    )
 
 
 def test_adapters_reach_the_container_as_lora_modules_and_weights_as_model_data() -> None:

@@ -27,6 +27,7 @@ from fleetops.model_contract import (
 from fleetops.promotion.shadow import ShadowSpec
 from fleetops.promotion.shadow_capture import CaptureDestination, data_capture_config
 from fleetops.rollout.checks import Thresholds
+from fleetops.rollout.config_copy import ConfigPlan, VariantPlan
 from fleetops.rollout.versions import (
     VERSION_PATTERN,
     AdapterVersion,
@@ -335,8 +336,8 @@ class RolloutPlan(StrictModel):
     previous_endpoint_config_name: str
     canary_endpoint_config_name: str
     final_endpoint_config_name: str
-    canary_variants: tuple[dict[str, Any], ...]
-    final_variants: tuple[dict[str, Any], ...]
+    canary_config: ConfigPlan = Field(description="the current config copied, with the canary added at weight 0")
+    final_config: ConfigPlan = Field(description="the promoted config: the baseline variant with the new model")
     canary_variant_name: str
     baseline_variant_name: str
     steps: tuple[PlanStep, ...]
@@ -362,6 +363,7 @@ class RolloutPlan(StrictModel):
     shadow_endpoint_config_name: str | None = Field(
         default=None, description="the canary config's variants with data capture on, for shadow.seconds only"
     )
+    shadow_config: ConfigPlan | None = None
     canary_data_capture: dict[str, Any] | None = Field(
         default=None, description="the shadow config's DataCaptureConfig (capture bucket and key)"
     )
@@ -419,6 +421,24 @@ def _split_weight(total: float, variants: tuple[VariantSnapshot, ...]) -> list[d
     ]
 
 
+def _check_instance_type(canary: CanarySpec, baseline: VariantSnapshot) -> None:
+    """Refuse a canary whose instance type is not the baseline's: the promoted variant keeps the baseline's type.
+
+    SageMaker refuses an UpdateEndpoint that changes the instance type of a variant registered with Application
+    Auto Scaling; moving the fleet to another type is its own change (deregister the scalable target, update,
+    register it again), not a rollout's.
+    """
+    if canary.instance_type != baseline.instance_type:
+        raise RolloutInputError(
+            f"invalid rollout request: canary.instance_type: {canary.instance_type!r} is not the instance type of "
+            f"the primary variant {baseline.variant_name!r} ({baseline.instance_type or 'none: serverless'}); the "
+            "promoted variant keeps the primary's instance type, since SageMaker refuses to change the instance "
+            "type of an autoscaled variant in an endpoint update. Run the canary on "
+            f"{baseline.instance_type or 'an instance type'} (a new instance type is a change of its own: "
+            "deregister the scalable target, update the endpoint, register it again). Nothing was changed."
+        )
+
+
 def build_plan(
     request: RolloutRequest,
     endpoint: EndpointSnapshot,
@@ -438,12 +458,13 @@ def build_plan(
     ``capture`` is the stack's capture bucket and key, where a shadowed rollout's data capture writes;
     ``hosting`` (fleet.yaml's, for the endpoint) goes onto every variant of both configs, the ones copied from
     the current config included, so no config the rollout creates falls back to SageMaker's old default driver.
+    The configs themselves are built when the workflow reaches them (:mod:`fleetops.rollout.config_copy`).
 
     Raises
     ------
     RolloutInputError
         When the model has no execution role (the stack's is filled in by
-        :func:`fleetops.rollout.guardrails.apply_guardrails`).
+        :func:`fleetops.rollout.guardrails.apply_guardrails`), or the canary's instance type is not the primary's.
     EndpointNotReadyForRolloutError
         When the endpoint is not InService or already carries the canary variant.
     """
@@ -467,36 +488,46 @@ def build_plan(
     final_model_name = f"{base}-final-model"
     canary = request.canary
     baseline = max(endpoint.variants, key=lambda v: (v.weight, v.instance_count))
+    _check_instance_type(canary, baseline)
     hosted = (hosting or VariantHosting()).variant_fields()
-    previous = [
-        {
-            "VariantName": v.variant_name,
-            "ModelName": v.model_name,
-            "InstanceType": v.instance_type,
-            "InitialInstanceCount": v.instance_count,
-            "InitialVariantWeight": v.weight,
-            **hosted,
-        }
-        for v in endpoint.variants
-    ]
-    canary_variant = {
-        "VariantName": canary.variant_name,
-        "ModelName": model_name,
-        "InstanceType": canary.instance_type,
-        "InitialInstanceCount": canary.instance_count,
-        "InitialVariantWeight": 0.0,
-        **hosted,
-    }
-    # Promotion keeps the baseline variant's name and instance count, so scaling targets and alarms
-    # (keyed by variant name) keep working, and full traffic finds full capacity.
-    final_variant = {
-        "VariantName": baseline.variant_name,
-        "ModelName": final_model_name,
-        "InstanceType": canary.instance_type,
-        "InitialInstanceCount": baseline.instance_count,
-        "InitialVariantWeight": 1.0,
-        **hosted,
-    }
+    # Built when the workflow reaches them, from the config serving now (every field and tag copied) and the live
+    # instance counts: see fleetops.rollout.config_copy.
+    canary_config = ConfigPlan(
+        endpoint_name=request.endpoint_name,
+        endpoint_config_name=f"{base}-canary",
+        source_config_name=endpoint.endpoint_config_name,
+        copy_variants=True,
+        add=(
+            VariantPlan(
+                variant_name=canary.variant_name,
+                copy_of=baseline.variant_name,
+                model_name=model_name,
+                instance_count=canary.instance_count,
+                weight=0.0,
+                own_capacity=True,
+            ),
+        ),
+        hosting=hosted,
+    )
+    # Promotion keeps the baseline variant's name, instance type and fields, so scaling targets and alarms
+    # (keyed by variant name) keep working; its instance count is read at promotion, never below the count
+    # at the plan: at the 100 % step the baseline sits at weight 0 and autoscaling may have scaled it in.
+    final_config = ConfigPlan(
+        endpoint_name=request.endpoint_name,
+        endpoint_config_name=f"{base}-final",
+        source_config_name=endpoint.endpoint_config_name,
+        copy_variants=False,
+        add=(
+            VariantPlan(
+                variant_name=baseline.variant_name,
+                copy_of=baseline.variant_name,
+                model_name=final_model_name,
+                min_instance_count=max(baseline.instance_count, 1),
+                weight=1.0,
+            ),
+        ),
+        hosting=hosted,
+    )
     steps = tuple(
         PlanStep(
             index=i,
@@ -516,6 +547,16 @@ def build_plan(
         raise RolloutInputError(
             "invalid rollout request: shadow: the stack names no capture bucket and key for the data capture"
         )
+    shadow_config = (
+        canary_config.model_copy(
+            update={
+                "endpoint_config_name": f"{base}-shadow",
+                "data_capture": data_capture_config(request.shadow, capture, request.rollout_id),
+            }
+        )
+        if request.shadow and capture
+        else None
+    )
     now_epoch = int(now.timestamp())
     release = request.model.release()
     pointer = Pointer(
@@ -558,8 +599,8 @@ def build_plan(
         previous_endpoint_config_name=endpoint.endpoint_config_name,
         canary_endpoint_config_name=f"{base}-canary",
         final_endpoint_config_name=f"{base}-final",
-        canary_variants=(*previous, canary_variant),
-        final_variants=(final_variant,),
+        canary_config=canary_config,
+        final_config=final_config,
         canary_variant_name=canary.variant_name,
         baseline_variant_name=baseline.variant_name,
         steps=steps,
@@ -585,10 +626,9 @@ def build_plan(
         dry_run=dry_run or request.dry_run,
         pre_traffic_gates=pre_traffic_gates,
         shadow=request.shadow,
-        shadow_endpoint_config_name=f"{base}-shadow" if request.shadow else None,
-        canary_data_capture=(
-            data_capture_config(request.shadow, capture, request.rollout_id) if request.shadow and capture else None
-        ),
+        shadow_endpoint_config_name=shadow_config.endpoint_config_name if shadow_config else None,
+        shadow_config=shadow_config,
+        canary_data_capture=shadow_config.data_capture if shadow_config else None,
         change=release_change(current_pointer.release() if current_pointer else None, release),
         registry_item={
             REGISTRY_PK: {"S": request.model.name},
