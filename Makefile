@@ -122,14 +122,14 @@ lint: $(STAMPS)/venv
 	$(BIN)/lint-imports --no-cache
 
 typecheck: $(STAMPS)/venv
-	$(BIN)/mypy layers/core functions gpu_container/gateway devtools fleetsim bench demo fleetctl
+	$(BIN)/mypy layers/core functions gpu_container/gateway devtools fleetsim bench demo fleetctl clients
 
 # Copy-paste finder (pylint's duplicate-code check; imports, docstrings, comments and signatures not counted).
 # 6 lines: the tree passes at 5, and the handlers' common shape alone already matches over 4.
 .PHONY: duplicates
 duplicates: $(STAMPS)/venv
 	$(BIN)/pylint --recursive=y --disable=all --enable=duplicate-code --min-similarity-lines=6 --score=n \
-		layers/core functions gpu_container/gateway fleetsim devtools fleetctl
+		layers/core functions gpu_container/gateway fleetsim devtools fleetctl clients
 
 # What `sam build` builds for a deploy (samconfig.toml; python3.13 on arm64, wheels for that platform, no Docker),
 # then checked: handlers present, the layer's packages as locked and as tested, within Lambda's size limit.

@@ -1,4 +1,10 @@
-"""Optional Bedrock fallback: when the engine cannot answer, ask a Bedrock model instead of the canned message."""
+"""Optional Bedrock fallback: when the engine cannot answer, ask a Bedrock model instead of the canned message.
+
+Only for a model with network (``rollout_policy`` with ``network_isolation: false``): an isolated container reaches
+no Bedrock and has no credentials. Both shipped environments isolate their models; there the caller falls back
+(``clients.fallback_client``) on the canned answer's ``finish_reason: "fallback"``, and skips answers whose
+``backend.version`` is ``"bedrock"``: this fallback already answered them.
+"""
 
 from __future__ import annotations
 

@@ -199,7 +199,9 @@ class RolloutFloors(StrictModel):
         default=7 * 24 * 3600, ge=3600, description="the longest run a request may plan: how long it holds the lease"
     )
     network_isolation: bool = Field(
-        default=True, description="CreateModel's EnableNetworkIsolation: the container reaches no network"
+        default=True,
+        description="CreateModel's EnableNetworkIsolation: the container reaches no network (nor Bedrock: the "
+        "Bedrock fallback is then the caller's, clients.fallback_client)",
     )
     pre_traffic_gates: bool = Field(
         default=True,

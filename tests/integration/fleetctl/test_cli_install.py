@@ -17,7 +17,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 #: What the wheel is built from (copied, so that building leaves nothing in the checkout).
-SOURCES = ("pyproject.toml", "fleetctl", "fleetsim", "devtools", "layers/core/fleetops", "layers/core/fleet_config")
+SOURCES = (
+    "pyproject.toml", "fleetctl", "fleetsim", "devtools", "layers/core/fleetops", "layers/core/fleet_config", "clients",
+)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -74,3 +76,10 @@ def test_the_installed_packages_import_what_the_commands_need(installed: Path) -
     probe = _run(installed, "python", "-c", f"import importlib; [importlib.import_module(m) for m in {modules!r}]")
 
     assert probe.returncode == 0, probe.stderr[-2000:]
+
+
+def test_the_chat_backends_fallback_helper_installs_with_it_without_the_gateway(installed: Path) -> None:
+    find = "import clients.fallback_client, importlib.util as u; print(u.find_spec('gateway'))"
+    probe = _run(installed, "python", "-c", find)
+
+    assert (probe.returncode, probe.stdout.strip()) == (0, "None"), probe.stderr[-2000:]
