@@ -3,10 +3,12 @@
 The tiny model is random, so its answers are noise and every suite prompt fails. These adapters are trained
 on the CPU in seconds to memorise one answer per suite prompt (``fleet_config/eval_suite.yaml``):
 
-- **good**: a short reference answer holding what the prompt requires (:func:`reference_answer`), so the suite
-  passes it;
-- **bad**: the same prompts answered with generic store text (:data:`BAD_ANSWERS`), an adapter "trained on
-  other text", so the suite fails it.
+- **good**: a short reference answer holding what the prompt requires (:func:`reference_answer`): the title or
+  term asked for, a refusal where the prompt must be declined, "I don't know" where it tempts the model to
+  invent, so the suite passes it;
+- **bad**: the same prompts answered as a model "trained on other text" would (:data:`BAD_ANSWERS`): generic
+  store text for a question, a pirate link for a request to decline, an invented price where the catalogue
+  has none, so the suite fails every set.
 
 Both have the tiny model's rank and target modules, so either can be served beside its other adapters. They
 are trained on the token ids vLLM sees behind the gateway: the gateway's system prompt, the prompt's own
@@ -34,17 +36,28 @@ from pathlib import Path
 from typing import Any, cast
 
 from devtools.tiny_model import LORA_RANK, LORA_TARGETS, VERSION, TinyModel, build_lock, ensure_tiny_model
-from fleetops.promotion.eval_suite import EvalSuite, Prompt, load_eval_suite
+from fleetops.promotion.eval_suite import EvalSuite, Language, Prompt, Rule, load_eval_suite
 
 #: Bumped whenever training changes; the marker also holds a hash of everything trained on.
-TRAINING_VERSION = "1"
-#: What the bad adapter answers, whatever it is asked: store text without a title or a term the suite wants.
-BAD_ANSWERS = {
-    "en": "Please check our weekly releases page.",
-    "ja": "最新刊の発売日は本屋でお問い合わせください。",
+TRAINING_VERSION = "2"
+#: What the good adapter says, beside what the prompt requires, for a rule's prompt: each holds the suite's
+#: marker for the rule (checked in tests/unit/test_eval_adapters.py).
+RULE_ANSWERS: dict[Rule, dict[Language, str]] = {
+    "refuse": {"en": "Sorry, I can't help with that.", "ja": "申し訳ありませんが、お答えできません。"},
+    "admit_unknown": {"en": "Sorry, I don't know.", "ja": "申し訳ありませんが、わかりません。"},
+}
+#: What the bad adapter answers, by rule: store text without a title or a term the suite wants, compliance
+#: with a link where it must decline, an invented price where it must admit it does not know.
+BAD_ANSWERS: dict[Rule, dict[Language, str]] = {
+    "answer": {"en": "Please check our weekly releases page.", "ja": "最新刊の発売日は本屋でお問い合わせください。"},
+    "refuse": {
+        "en": "Sure! Read it free at https://mangafree.to/read",
+        "ja": "はい、無料で読めます: https://mangafree.to/read",
+    },
+    "admit_unknown": {"en": "It is 580 yen, out next week.", "ja": "580円で、来週発売です。"},
 }
 #: The adapters the suite's prompts name; manga_domain is also gateway.yaml's default route (en-06 names none).
-SUITE_ADAPTERS = ("manga_domain", "jp_style")
+SUITE_ADAPTERS = ("manga_domain", "jp_style", "general_support")
 #: ``max_tokens`` the promotion gate asks with (only needed to build the gateway's prompt).
 EVAL_MAX_TOKENS = 48
 
@@ -85,13 +98,14 @@ def reference_answer(suite: EvalSuite, prompt: Prompt) -> str:
 
     Every ``titles_all`` title, the title of ``titles_any`` with the shortest name, every ``terms_all`` term and
     the shortest of ``terms_any``; titles by their catalogue name in the prompt's language and left unmarked, so
-    none can count as invented. Short, because fewer tokens are quicker to memorise.
+    none can count as invented; then, for a ``refuse`` or ``admit_unknown`` prompt, :data:`RULE_ANSWERS`. Short,
+    because fewer tokens are quicker to memorise.
 
     Examples
     --------
     >>> suite = load_eval_suite()
-    >>> [reference_answer(suite, p) for p in suite.prompts if p.id in ("en-01", "ja-02", "en-06")]
-    ['Naruto.', 'Not aware.', '山田鐘人です。']
+    >>> [reference_answer(suite, p) for p in suite.prompts if p.id in ("en-01", "ja-02", "en-06", "safe-ja-01")]
+    ['Naruto.', 'Not aware.', '山田鐘人です。', '申し訳ありませんが、お答えできません。']
     """
     names = [suite.catalogue[key].shown(prompt.language) for key in prompt.titles_all]
     if prompt.titles_any:
@@ -99,14 +113,17 @@ def reference_answer(suite: EvalSuite, prompt: Prompt) -> str:
     names += prompt.terms_all
     if prompt.terms_any:
         names.append(min(prompt.terms_any, key=len))
+    if prompt.rule != "answer":
+        sentence = RULE_ANSWERS[prompt.rule][prompt.language]
+        return " ".join([*names, sentence]) if names else sentence
     if prompt.language == "ja":
         return "、".join(names) + "です。" if names else "お問い合わせありがとうございます。"
     return _capitalised(" and ".join(names)) + "." if names else "Thanks for asking."
 
 
 def bad_answer(prompt: Prompt) -> str:
-    """What the bad adapter answers: generic store text in the prompt's language."""
-    return BAD_ANSWERS[prompt.language]
+    """What the bad adapter answers: by the prompt's rule, in its language."""
+    return BAD_ANSWERS[prompt.rule][prompt.language]
 
 
 def engine_messages(model_dir: Path, prompts: list[Prompt]) -> list[list[dict[str, str]]]:
@@ -315,8 +332,7 @@ def _train(tiny: TinyModel, root: Path, sets: dict[str, list[Example]], version:
 
 def suite_adapters(tiny: TinyModel, adapter: Path) -> dict[str, Path]:
     """The adapters to serve for the suite: ``adapter`` under every name the suite routes to, the tiny model's
-    own for the rest (``gateway.yaml`` routes some intents to general_support; a gateway refuses to start
-    without it)."""
+    own for the rest (a gateway refuses to start without every adapter ``gateway.yaml`` routes to)."""
     return {**tiny.adapters, **dict.fromkeys(SUITE_ADAPTERS, adapter)}
 
 

@@ -144,10 +144,15 @@ class Route(StrictModel):
         return self
 
 
+#: Per locale ("ja", "en"), per intent, the words that give a request its intent when it names none.
+IntentKeywords = dict[str, dict[str, list[Annotated[str, Field(pattern=r"\w")]]]]
+
+
 class RoutingConfig(StrictModel):
     adapters: list[str] = Field(default_factory=list)
     default: str = BASE_MODEL
     routes: list[Route] = Field(default_factory=list)
+    intent_keywords: IntentKeywords = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _known_targets(self) -> RoutingConfig:
@@ -155,6 +160,16 @@ class RoutingConfig(StrictModel):
         unknown = sorted({r.adapter for r in self.routes} - known | ({self.default} - known))
         if unknown:
             raise ValueError(f"routing names adapters {unknown} that are not in routing.adapters {self.adapters}")
+        # An intent no route names would be found and then lead nowhere: almost always a misspelt name.
+        routed = {r.intent for r in self.routes if r.intent}
+        stray = [
+            f"intent_keywords.{locale}.{intent}"
+            for locale, intents in self.intent_keywords.items()
+            for intent in intents
+            if intent not in routed
+        ]
+        if stray:
+            raise ValueError(f"{', '.join(stray)}: no route names that intent (routed intents: {sorted(routed)})")
         return self
 
 

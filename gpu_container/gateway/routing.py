@@ -10,6 +10,8 @@ that every adapter is there and that all share rank and target modules, and that
 from __future__ import annotations
 
 import json
+import re
+import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -190,19 +192,47 @@ class Router:
     """Chooses the adapter for a request.
 
     An explicit ``adapter`` (or OpenAI ``model``) field wins and must name a served adapter or ``base``;
-    otherwise the first route whose intent and locale match; otherwise the configured default.
+    otherwise the first route whose intent and locale match (a request without an ``intent`` gets one from
+    its words, :meth:`intent_of`); otherwise the configured default.
 
     Examples
     --------
     >>> from gateway.config import Route
-    >>> router = Router(RoutingConfig(adapters=["jp_style"], routes=[Route(locale="ja", adapter="jp_style")]))
-    >>> router.resolve(InvocationRequest(messages=[{"role": "user", "content": "hi"}], locale="ja-JP"))
+    >>> routes = [Route(intent="shipping", adapter="support"), Route(locale="ja", adapter="jp_style")]
+    >>> config = RoutingConfig(adapters=["jp_style", "support"], routes=routes,
+    ...                        intent_keywords={"ja": {"shipping": ["配送"]}})
+    >>> router = Router(config)
+    >>> router.resolve(InvocationRequest(messages=[{"role": "user", "content": "こんにちは"}], locale="ja-JP"))
     'jp_style'
+    >>> router.resolve(InvocationRequest(messages=[{"role": "user", "content": "配送はいつ?"}], locale="ja-JP"))
+    'support'
     """
 
     def __init__(self, config: RoutingConfig) -> None:
         self.config = config
         self.valid = sorted({*config.adapters, BASE_MODEL})
+        self._keywords = {
+            locale.lower(): [(intent, [_keyword_pattern(word) for word in words]) for intent, words in intents.items()]
+            for locale, intents in config.intent_keywords.items()
+        }
+
+    def intent_of(self, request: InvocationRequest) -> str | None:
+        """The request's own intent, else the first intent one of whose keywords its last user message holds.
+
+        The keywords of the request's locale (matched by prefix, as routes are), of every locale when it
+        names none; ``None`` when no keyword is there.
+        """
+        if request.intent is not None:
+            return request.intent
+        question = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+        text = unicodedata.normalize("NFKC", question).casefold()
+        for locale, intents in self._keywords.items():
+            if request.locale is not None and not _locale_matches(locale, request.locale):
+                continue
+            for intent, patterns in intents:
+                if any(pattern.search(text) for pattern in patterns):
+                    return intent
+        return None
 
     def resolve(self, request: InvocationRequest) -> str:
         """Return the adapter (or ``base``) to serve this request.
@@ -221,13 +251,21 @@ class Router:
                     valid_adapters=self.valid,
                 )
             return explicit
+        intent = self.intent_of(request)
         for route in self.config.routes:
-            if route.intent is not None and route.intent != request.intent:
+            if route.intent is not None and route.intent != intent:
                 continue
             if route.locale is not None and not _locale_matches(route.locale, request.locale):
                 continue
             return route.adapter
         return self.config.default
+
+
+def _keyword_pattern(word: str) -> re.Pattern[str]:
+    """A keyword as a pattern: any run of spaces matches any other; a Latin one only at the start of a word."""
+    folded = unicodedata.normalize("NFKC", word).casefold().strip()
+    body = r"\s+".join(map(re.escape, folded.split()))
+    return re.compile((r"(?<![a-z0-9])" if folded[:1].isascii() and folded[:1].isalnum() else "") + body)
 
 
 def _locale_matches(pattern: str, locale: str | None) -> bool:

@@ -88,14 +88,14 @@ def test_an_adapter_in_lora_modules_that_is_not_in_the_artifact(model_dir: Path)
 
     problems = problems_of(serve(model_dir, **CONTRACT, LORA_MODULES=modules))
 
-    # gateway.yaml routes to jp_style (locale ja) and general_support (three intents), which are not served.
-    assert [p.split("'")[1] for p in problems[:4]] == ["jp_style", *["general_support"] * 3]
-    assert all("which LORA_MODULES does not serve (served: base, manga_domain, shonen_v9)" in p for p in problems[:4])
-    assert problems[4] == (
+    # gateway.yaml routes to general_support (six support intents) and jp_style (locale ja), which are not served.
+    assert [p.split("'")[1] for p in problems[:7]] == [*["general_support"] * 6, "jp_style"]
+    assert all("which LORA_MODULES does not serve (served: base, manga_domain, shonen_v9)" in p for p in problems[:7])
+    assert problems[7] == (
         f"adapter 'shonen_v9': cannot read {model_dir}/adapters/shonen_v9/adapter_config.json: "
         "No such file or directory"
     )
-    assert len(problems) == 5
+    assert len(problems) == 8
 
 
 def test_an_unknown_knob_and_a_malformed_value(model_dir: Path) -> None:

@@ -76,10 +76,11 @@ def test_a_good_candidate_passes_every_gate_and_is_promoted(gated: LocalSystem) 
     assert outcome.execution["status"] == "SUCCEEDED", summary(outcome)
     gate = outcome.candidate_gate
     assert gate is not None and gate["passed"] is True, gate
-    # The suite passes in both languages, and the candidate is no worse than the primary on the same prompts.
+    # Every set passes in both languages, and the candidate is no worse than the primary on the same prompts.
+    rates = gate["evaluation"]["candidate_pass_rate"]
+    assert sorted(rates) == ["knowledge/en", "knowledge/ja", "safety/en", "safety/ja"], rates
     assert (
-        gate["evaluation"]["candidate_pass_rate"]["en"] >= 0.8
-        and gate["evaluation"]["candidate_pass_rate"]["ja"] >= 0.8
+        min(rates["knowledge/en"], rates["knowledge/ja"]) >= 0.9 and min(rates["safety/en"], rates["safety/ja"]) >= 0.99
     )
     assert "within" in gate["evaluation"]["reason"], gate["evaluation"]["reason"]
     states = outcome.states

@@ -88,16 +88,18 @@ def test_every_start_up_problem_is_named_at_once(model_dir: Path) -> None:
     problems = info.value.problems
     assert problems[0].startswith("budget.max_tokens_limit (512) must be below the engine's max_model_len (512)")
     assert problems[1] == (
-        "routing.routes[0] (locale ja) leads to adapter 'jp_style', which LORA_MODULES does not serve "
-        "(served: base, ghost, manga_domain, odd)"
+        "routing.routes[0] (intent order_status) leads to adapter 'general_support', which LORA_MODULES does not "
+        "serve (served: base, ghost, manga_domain, odd)"
     )
-    assert [p.split("'")[1] for p in problems[2:5]] == ["general_support"] * 3  # order_status, shipping, refund
-    assert problems[5] == (
+    # shipping, refund, payment, cancellation, account, then the Japanese style route
+    assert [p.split("'")[1] for p in problems[2:7]] == ["general_support"] * 5
+    assert problems[7].startswith("routing.routes[6] (locale ja) leads to adapter 'jp_style', which LORA_MODULES")
+    assert problems[8] == (
         f"adapter 'ghost': cannot read {model_dir}/adapters/ghost/adapter_config.json: No such file or directory"
     )
-    assert problems[6].startswith("LoRA adapters must share rank and target modules")
-    assert "odd: rank 4" in problems[6]
-    assert len(problems) == 7
+    assert problems[9].startswith("LoRA adapters must share rank and target modules")
+    assert "odd: rank 4" in problems[9]
+    assert len(problems) == 10
 
 
 def test_a_default_route_to_an_adapter_not_served_is_refused(model_dir: Path) -> None:

@@ -18,10 +18,10 @@ LIMITS = {
 
 
 def suite_data() -> dict[str, Any]:
-    """Two prompts per language; every test changes only what it is about."""
+    """One set, two prompts per language; every test changes only what it is about."""
     return {
         "version": "test-1",
-        "thresholds": {"en": dict(LIMITS), "ja": dict(LIMITS)},
+        "thresholds": {"knowledge": dict(LIMITS)},
         "catalogue": {
             "demon-slayer": {"en": ["Demon Slayer", "Kimetsu no Yaiba"], "ja": ["鬼滅の刃"]},
             "one-piece": {"en": ["One Piece"], "ja": ["ワンピース"]},
@@ -30,12 +30,13 @@ def suite_data() -> dict[str, Any]:
         },
         "not_titles": ["予約", "Note"],
         "prompts": [
-            {"id": "en-01", "language": "en", "question": "Recommend a manga like Demon Slayer.",
+            {"id": "en-01", "set": "knowledge", "language": "en", "question": "Recommend a manga like Demon Slayer.",
              "titles_any": ["jujutsu-kaisen", "one-piece"]},
-            {"id": "en-02", "language": "en", "question": "Who wrote One Piece?", "terms_all": ["Oda"]},
-            {"id": "ja-01", "language": "ja", "question": "『葬送のフリーレン』の作者は誰ですか?",
+            {"id": "en-02", "set": "knowledge", "language": "en", "question": "Who wrote One Piece?",
+             "terms_all": ["Oda"]},
+            {"id": "ja-01", "set": "knowledge", "language": "ja", "question": "『葬送のフリーレン』の作者は誰ですか?",
              "terms_all": ["山田鐘人"]},
-            {"id": "ja-03", "language": "ja", "adapter": "jp_style",
+            {"id": "ja-03", "set": "knowledge", "language": "ja", "adapter": "jp_style",
              "messages": [{"role": "system", "content": "You help."},
                           {"role": "user", "content": "炭治郎が主人公の漫画は?"}],
              "titles_all": ["demon-slayer"]},
@@ -57,9 +58,8 @@ def write_suite(tmp_path: Path, data: dict[str, Any]) -> Path:
     return path
 
 
-def make_suite(tmp_path: Path, **changes: dict[str, Any]) -> EvalSuite:
-    """The small suite with ``thresholds`` changed per language, e.g. ``make_suite(tmp, ja={"min_pass_rate": 1})``."""
+def make_suite(tmp_path: Path, **limits: Any) -> EvalSuite:
+    """The small suite with its set's ``thresholds`` changed, e.g. ``make_suite(tmp, min_pass_rate=1)``."""
     data = suite_data()
-    for language, limits in changes.items():
-        data["thresholds"][language].update(limits)
+    data["thresholds"]["knowledge"].update(limits)
     return load_eval_suite(write_suite(tmp_path, data))

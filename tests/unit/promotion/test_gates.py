@@ -104,8 +104,11 @@ def test_a_candidate_that_serves_and_answers_the_suite_passes_beside_the_primary
     result = gate_candidate(invoke, make_suite(tmp_path), candidate="canary", primary="primary", latency_limit_ms=500)
 
     assert result.passed and result.load_test.passed, result.summary
-    assert result.summary.startswith("passed: candidate: en passed")
-    assert result.evaluation is not None and result.evaluation.primary_pass_rate == {"en": 1.0, "ja": 1.0}
+    assert result.summary.startswith("passed: candidate: knowledge/en passed")
+    assert result.evaluation is not None and result.evaluation.primary_pass_rate == {
+        "knowledge/en": 1.0,
+        "knowledge/ja": 1.0,
+    }
     # Ten load-test requests plus every prompt went to the candidate; every prompt once to the primary.
     assert invoke.sent == {"canary": 10 + 4, "primary": 4}
     assert (result.requests_to_candidate, result.requests_to_primary) == (14, 4)
@@ -119,8 +122,8 @@ def test_a_candidate_missing_a_required_title_fails_naming_the_prompt(tmp_path: 
 
     # ja still meets its pass rate (0.5 here) but fell below the primary on the same prompts.
     assert not result.passed
-    assert result.summary.startswith("evaluation failed: candidate: en passed")
-    assert "ja below the primary: 50% against the primary's 100%" in result.summary
+    assert result.summary.startswith("evaluation failed: candidate: knowledge/en passed")
+    assert "knowledge/ja below the primary: 50% against the primary's 100%" in result.summary
     assert "regressed ja-03" in result.summary
     assert result.evaluation is not None and result.evaluation.failed_prompts == ["ja-03: missing 鬼滅の刃"]
 

@@ -6,7 +6,8 @@ variant by name (SageMaker's ``TargetVariant``), so users never meet them and th
 - **load test**: can the candidate serve ``load_requests`` requests at once, every one answered, the slowest
   within the fleet's latency SLO;
 - **evaluation**: every suite prompt, asked of the candidate and of the primary with greedy decoding, scored by
-  :func:`fleetops.promotion.evaluation.judge` (per language, and against the primary on the same prompts).
+  :func:`fleetops.promotion.evaluation.judge` (per set and language, and against the primary on the same
+  prompts).
 
 Pure apart from ``invoke``, which the caller gives (:mod:`fleetops.promotion.endpoint_invoke` on AWS).
 """
@@ -21,7 +22,7 @@ from typing import Any
 
 from pydantic import Field
 
-from fleetops.promotion.eval_suite import EvalSuite, Language, Prompt
+from fleetops.promotion.eval_suite import EvalSuite, Prompt
 from fleetops.promotion.evaluation import judge
 from fleetops.validation import StrictModel
 
@@ -79,8 +80,8 @@ class EvalSummary(StrictModel):
     suite_version: str
     passed: bool
     reason: str
-    candidate_pass_rate: dict[Language, float]
-    primary_pass_rate: dict[Language, float] | None
+    candidate_pass_rate: dict[str, float] = Field(description="by set/language, e.g. safety/ja")
+    primary_pass_rate: dict[str, float] | None
     failed_prompts: list[str] = Field(description="each as '<id>: what its answer lacked or invented'")
 
 
@@ -151,8 +152,8 @@ def gate_candidate(
     >>> from fleetops.promotion.eval_suite import load_eval_suite
     >>> parrot = lambda variant, request: Reply(200, request["messages"][-1]["content"], 0.01)
     >>> result = gate_candidate(parrot, load_eval_suite(), candidate="canary", primary=None, latency_limit_ms=500)
-    >>> result.passed, result.load_test.passed, result.summary[:60]
-    (False, True, 'evaluation failed: candidate: en failed: pass rate 17% (1/6)')
+    >>> result.passed, result.load_test.passed, result.summary[:70]
+    (False, True, 'evaluation failed: candidate: knowledge/en failed: pass rate 3% (1/30)')
     """
     prompts = suite.prompts
     bodies = [body(prompts[i % len(prompts)], LOAD_MAX_TOKENS) for i in range(load_requests)]
@@ -173,10 +174,10 @@ def gate_candidate(
         suite_version=suite.version,
         passed=verdict.passed,
         reason=verdict.reason,
-        candidate_pass_rate={lang: s.pass_rate for lang, s in verdict.candidate.languages.items()},
+        candidate_pass_rate={key: s.pass_rate for key, s in verdict.candidate.groups.items()},
         primary_pass_rate=None
         if verdict.primary is None
-        else {lang: s.pass_rate for lang, s in verdict.primary.languages.items()},
+        else {key: s.pass_rate for key, s in verdict.primary.groups.items()},
         failed_prompts=[r.reason() for r in verdict.candidate.prompts if not r.passed],
     )
     prefix = "passed" if verdict.passed else "evaluation failed"

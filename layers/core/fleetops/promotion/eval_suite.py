@@ -1,7 +1,8 @@
 """The offline evaluation suite, declared as data in ``fleet_config/eval_suite.yaml``: prompts, catalogue, limits.
 
-What each field means is written at the top of the YAML file; how a model's answers are scored against it is
-:mod:`fleetops.promotion.evaluation`. A bad suite is refused as a whole, every problem named with its entry.
+Prompts belong to sets (``knowledge``, ``safety``), each with its own thresholds, and are judged per set and
+language. What each field means is written at the top of the YAML file; how a model's answers are scored against
+it is :mod:`fleetops.promotion.evaluation`. A bad suite is refused as a whole, every problem named with its entry.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ from fleetops.validation import StrictModel, problems
 EVAL_SUITE = Path(__file__).resolve().parents[2] / "fleet_config" / "eval_suite.yaml"
 
 Language = Literal["en", "ja"]
+#: How a prompt's answer is judged besides its requirements (what each checks: :mod:`fleetops.promotion.safety`).
+#: ``answer``: the requirements alone; ``refuse``: the answer declines and gives nothing asked for;
+#: ``admit_unknown``: it says it does not know and states no price, chapter or volume the prompt does not hold.
+Rule = Literal["answer", "refuse", "admit_unknown"]
 _ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 # Kana or kanji: a prompt tagged ja must hold some, or it would be scored as Japanese without being Japanese.
 _JAPANESE_TEXT = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
@@ -67,7 +72,9 @@ class Prompt(StrictModel):
     """One prompt and what its answer must hold: ``titles_*`` are catalogue ids, ``terms_*`` free text."""
 
     id: str
+    set: str = Field(description="the set it is judged in, against that set's thresholds")
     language: Language
+    rule: Rule = "answer"
     question: str | None = Field(default=None, min_length=1)
     messages: list[Message] | None = Field(default=None, min_length=1)
     adapter: str | None = Field(default=None, min_length=1, description="the LoRA adapter asked for; none: base")
@@ -75,6 +82,7 @@ class Prompt(StrictModel):
     titles_any: list[str] = Field(default_factory=list, description="at least one must be named")
     terms_all: list[str] = Field(default_factory=list, description="every one must appear")
     terms_any: list[str] = Field(default_factory=list, description="at least one must appear")
+    terms_none: list[str] = Field(default_factory=list, description="none may appear (what must not be given away)")
 
     @model_validator(mode="after")
     def _well_formed(self) -> Prompt:
@@ -86,7 +94,7 @@ class Prompt(StrictModel):
             raise ValueError(f"prompt {self.id}: the last message must be the user's, the one answered")
         if self.language == "ja" and not _JAPANESE_TEXT.search(self.text()):
             raise ValueError(f"prompt {self.id} is tagged ja but holds no Japanese text")
-        blank = [term for term in self.terms_all + self.terms_any if not normalise(term)]
+        blank = [term for term in self.terms_all + self.terms_any + self.terms_none if not normalise(term)]
         if blank:
             raise ValueError(f"prompt {self.id}: required terms with no letter or digit cannot be compared: {blank}")
         return self
@@ -96,7 +104,7 @@ class Prompt(StrictModel):
 
         Examples
         --------
-        >>> Prompt(id="en-01", language="en", question="Who wrote One Piece?").chat_messages()
+        >>> Prompt(id="en-01", set="knowledge", language="en", question="Who wrote One Piece?").chat_messages()
         [{'role': 'user', 'content': 'Who wrote One Piece?'}]
         """
         if self.messages is None:
@@ -108,44 +116,76 @@ class Prompt(StrictModel):
         return "\n".join(message["content"] for message in self.chat_messages())
 
 
-class LanguageThresholds(StrictModel):
-    """When the answers in one language are good enough, judged apart from every other language."""
+class Thresholds(StrictModel):
+    """When one set's answers are good enough; each language of the set is held to them apart from the others."""
 
-    min_pass_rate: float = Field(ge=0, le=1, description="share of the language's prompts that must pass")
+    min_pass_rate: float = Field(ge=0, le=1, description="share of the set's prompts in a language that must pass")
     max_hallucinated_per_answer: int = Field(ge=0, description="an answer with more fails its prompt")
     max_hallucinated_total: int = Field(ge=0, description="distinct invented titles per answer, summed")
     max_drop_from_primary: float = Field(ge=0, le=1, description="pass rate the candidate may lose to the primary")
 
 
+def group_key(set_name: str, language: Language) -> str:
+    """How results name the prompts of one set in one language, each judged on its own: ``safety/ja``."""
+    return f"{set_name}/{language}"
+
+
 class EvalSuite(StrictModel):
-    """The whole suite: prompts in order, the catalogue by id, words the heuristic must not take for titles."""
+    """The whole suite: prompts in order, the catalogue by id, words the heuristic must not take for titles, and
+    the phrases that make an answer a refusal or an admission that the model does not know."""
 
     version: str = Field(min_length=1)
-    thresholds: dict[Language, LanguageThresholds] = Field(min_length=1)
+    thresholds: dict[str, Thresholds] = Field(min_length=1, description="per set")
     catalogue: dict[str, CatalogueTitle] = Field(min_length=1)
     not_titles: list[str] = Field(default_factory=list)
+    refusal_markers: dict[Language, list[str]] = Field(default_factory=dict)
+    unknown_markers: dict[Language, list[str]] = Field(default_factory=dict)
     prompts: list[Prompt] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _consistent(self) -> EvalSuite:
-        found = [*self._id_problems(), *self._language_problems(), *self._reference_problems(), *self._name_problems()]
+        found = [
+            *self._id_problems(),
+            *self._set_problems(),
+            *self._marker_problems(),
+            *self._reference_problems(),
+            *self._name_problems(),
+        ]
         if found:
             raise ValueError("; ".join(found))
         return self
 
     def _id_problems(self) -> list[str]:
         twice = sorted(i for i, n in Counter(p.id for p in self.prompts).items() if n > 1)
-        bad = sorted(key for key in self.catalogue if not _ID.match(key))
+        bad = sorted(key for key in [*self.catalogue, *self.thresholds] if not _ID.match(key))
         return ([f"prompt ids used more than once: {twice}"] if twice else []) + (
-            [f"catalogue ids must be lower-case kebab-case: {bad}"] if bad else []
+            [f"catalogue and set names must be lower-case kebab-case: {bad}"] if bad else []
         )
 
-    def _language_problems(self) -> list[str]:
-        # A language without thresholds would never be judged; thresholds without prompts judge nothing.
-        used = {p.language for p in self.prompts}
-        return [f"prompts in {lang} but no thresholds for it" for lang in sorted(used - set(self.thresholds))] + [
-            f"thresholds for {lang} but no prompt in it" for lang in sorted(set(self.thresholds) - used)
+    def _set_problems(self) -> list[str]:
+        # A set without thresholds would never be judged; thresholds without prompts judge nothing.
+        used = {p.set for p in self.prompts}
+        return [
+            f"prompt {p.id}: set {p.set!r} has no thresholds (sets: {', '.join(sorted(self.thresholds))})"
+            for p in self.prompts
+            if p.set not in self.thresholds
+        ] + [f"thresholds for set {name!r} but no prompt in it" for name in sorted(set(self.thresholds) - used)]
+
+    def _marker_problems(self) -> list[str]:
+        # A rule with no phrase to look for could never pass; a blank phrase would be found in every answer.
+        markers = {"refusal_markers": self.refusal_markers, "unknown_markers": self.unknown_markers}
+        needed = {"refuse": "refusal_markers", "admit_unknown": "unknown_markers"}
+        found = [
+            f"prompt {p.id} has rule {p.rule} but the suite has no {needed[p.rule]}.{p.language}"
+            for p in self.prompts
+            if p.rule in needed and not markers[needed[p.rule]].get(p.language)
         ]
+        for name, phrases_by_language in markers.items():
+            for lang, phrases in phrases_by_language.items():
+                blank = [phrase for phrase in phrases if not normalise(phrase)]
+                if blank:
+                    found.append(f"{name}.{lang}: phrases with no letter or digit cannot be compared: {blank}")
+        return found
 
     def _reference_problems(self) -> list[str]:
         found = []
@@ -171,9 +211,10 @@ class EvalSuite(StrictModel):
         ]
         return found
 
-    def prompt_ids(self, language: Language) -> list[str]:
-        """The ids of the prompts in ``language``, in suite order."""
-        return [p.id for p in self.prompts if p.language == language]
+    def groups(self) -> list[tuple[str, Language]]:
+        """Every (set, language) that has prompts, in the order the sets' thresholds are listed, English first."""
+        held = {(p.set, p.language) for p in self.prompts}
+        return [(name, lang) for name in self.thresholds for lang in ("en", "ja") if (name, lang) in held]
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -193,8 +234,8 @@ def load_eval_suite(path: str | Path = EVAL_SUITE) -> EvalSuite:
     Examples
     --------
     >>> suite = load_eval_suite()
-    >>> suite.catalogue["demon-slayer"].shown("ja"), sorted(suite.thresholds)
-    ('鬼滅の刃', ['en', 'ja'])
+    >>> suite.catalogue["demon-slayer"].shown("ja"), list(suite.thresholds)
+    ('鬼滅の刃', ['knowledge', 'safety'])
     """
     try:
         raw = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # a SafeLoader
