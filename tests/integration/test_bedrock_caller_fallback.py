@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import httpx
 import pytest
 
 from clients.fallback_client import ENDPOINT_FAILED, EndpointRequestError, FallbackChat, FallbackFailedError
@@ -146,6 +147,17 @@ def fallback_model() -> str:
     return str(described["importedModelArn"])
 
 
+def wait_serving(gateway: GatewayHandle, timeout_s: float = 30) -> None:
+    """Until the gateway's engine answers again: after a restart the gateway sees it on its next health check."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        answer = httpx.post(f"{gateway.url}/invocations", json=ask(), timeout=10).json()
+        if answer["choices"][0]["finish_reason"] != "fallback":
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"the gateway's engine did not answer within {timeout_s} s")
+
+
 def ask(question: str = QUESTION, **fields: object) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": question}], "max_tokens": 64, **fields}
 
@@ -162,7 +174,7 @@ def test_prod_users_get_the_models_answer_and_bedrocks_once_the_engine_is_down(
     runtime = boto3.client("sagemaker-runtime")
 
     engine.up()
-    wait_http(f"{gateway.url}/ping", 60)
+    wait_serving(gateway)
     healthy = chat(fallback_model).ask(ask())
     engine.down()
     direct = json.loads(runtime.invoke_endpoint(EndpointName=PROD.name, Body=json.dumps(ask()))["Body"].read())
