@@ -32,6 +32,13 @@ Keys are ``<metric>__<scenario>`` and ``<metric>__worst`` (the worst scenario's)
   defaults were not tuned on, and their own ``__worst``.
 - ``*_before``: the policy the forecast replaced (configured levels, lead 60 min, headroom 1.25, target tracking
   on one-minute invocations at 200) on the same scenario, for the before/after comparison.
+- ``*__rollout-friday``: ``baseline-1x`` again with a canary rollout of the default steps (5, 25, 50, 75, then
+  promotion on the primary's instances) started an hour before the judged Friday's release (``fleetsim.rollout``:
+  the canary sized at each step by the rollout's own code, its target tracking, fleet.yaml's canary limits and
+  prod bake; every verdict passes): ``failed_pct_on_calendar_events_project`` over both variants,
+  ``canary_overloaded_minutes`` (minutes the canary, taking users, failed one or queued one over a second),
+  ``gpu_hours_added_by_rollout_pct`` (over the same week without the rollout) and ``rollout_promoted`` (1 when
+  it reached promotion within the week).
 - ``scheduled_actions_max``: the most scheduled actions the project's reconciler kept on the simulated
   Application Auto Scaling at once over the judged week (Application Auto Scaling allows 200 per target).
 - ``simulated_days_per_s``: the judged days simulated (three policies each, the reconciler reading its
@@ -44,13 +51,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from fleetsim.policies import CalendarPrescale
 from fleetsim.report import Summary, plot, summarize, vs_oracle
+from fleetsim.rollout import overloaded_minutes, together
 from fleetsim.scenarios import SCENARIOS, Scenario, generate, setup_for
-from fleetsim.simulate import PolicyRun, Setup, judged, load_setup, run_policies
+from fleetsim.simulate import PolicyRun, Setup, judged, load_setup, run_policies, run_with_rollout
 from fleetsim.stack import INVOCATIONS_PER_INSTANCE, TargetTrackingSpec
 
 SEED = 7
@@ -66,6 +75,9 @@ UNSEEN: tuple[tuple[str, str, dict[str, Any]], ...] = (
 )
 POLICIES = ("reactive", "project", "oracle")
 PLOTTED = "event-early-30pct"
+#: The rollout scenario: which week, and how long before the judged Friday's release the rollout starts.
+ROLLOUT_SCENARIO = "baseline-1x"
+ROLLOUT_LEAD = timedelta(hours=1)
 PLOT = Path(__file__).resolve().parent / "results" / "release_day.png"
 
 
@@ -122,6 +134,25 @@ def _scenario(scenario: Scenario, setup: Setup) -> tuple[dict[str, float], float
     return row, elapsed, len(runs["oracle"].minutes) / 1440
 
 
+def _rollout_across_friday(setup: Setup) -> dict[str, float]:
+    world = next(s for s in SCENARIOS if s.name == ROLLOUT_SCENARIO)
+    setup = setup_for(world, setup)
+    entries, _ = setup.calendar()
+    trace = generate(world, setup.variant, entries, setup.endpoint.name)
+    friday = next(w for w in trace.windows if w.predicted and w.start >= world.judged_from and w.start.weekday() == 4)
+    run = run_with_rollout(trace, setup, seed=SEED, judge_from=world.judged_from, start=friday.start - ROLLOUT_LEAD)
+    price = setup.variant.price_per_instance_hour
+    with_rollout = summarize(together(run.primary, run.canary), trace, setup.params, price)
+    without = run_policies(trace, setup, seed=SEED, policies=("project",), judge_from=world.judged_from)["project"]
+    hours = summarize(without.minutes, trace, setup.params, price).instance_hours
+    return {
+        "failed_pct_on_calendar_events_project": with_rollout.failed_pct_on_calendar_events,
+        "canary_overloaded_minutes": float(overloaded_minutes(run, setup.params.degraded_wait_s)),
+        "gpu_hours_added_by_rollout_pct": round(100 * (with_rollout.instance_hours - hours) / hours, 2),
+        "rollout_promoted": 1.0 if run.promoted_at else 0.0,
+    }
+
+
 def _worst(metric: str, values: list[float]) -> float:
     if "_to_first_capacity_request_s" in metric and -1.0 in values:
         return -1.0  # nothing asked for in some scenario: worse than any delay
@@ -141,6 +172,7 @@ def run() -> dict[str, float]:
         row, elapsed, played = _scenario(world, setup)
         seconds, days = seconds + elapsed, days + played
         results.update({f"unseen_{metric}__{world.name}": value for metric, value in row.items()})
+    results.update({f"{metric}__rollout-friday": v for metric, v in _rollout_across_friday(setup).items()})
     metrics = sorted({key.split("__")[0] for key in results})
     for metric in metrics:
         results[f"{metric}__worst"] = _worst(metric, [v for k, v in results.items() if k.split("__")[0] == metric])

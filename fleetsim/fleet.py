@@ -122,38 +122,54 @@ class _Instances:
             del self.ready_at[desired:]
 
 
-def run(trace: Trace, policy: Policy, scaler: Scaler, params: FleetParams, *, seed: int) -> list[Minute]:
-    """Play ``trace`` against ``policy``; the instances ``scaler.desired`` names at the start are already serving."""
-    instances = _Instances([0.0] * scaler.desired)
-    queued = 0.0
-    minutes: list[Minute] = []
-    per_instance = params.per_instance_per_tick
-    for tick, arrived in enumerate(trace.requests):
-        at = trace.time(tick)
-        policy.before(at, scaler)
+class Variant:
+    """One variant's instances and queue, stepped a minute at a time under its policy."""
+
+    def __init__(self, policy: Policy, scaler: Scaler, params: FleetParams, *, seed: int) -> None:
+        self.policy, self.scaler, self.params, self.seed = policy, scaler, params, seed
+        self.instances = _Instances([0.0] * scaler.desired)  # what ``scaler.desired`` names at the start serves
+        self.queued = 0.0
+        self.minutes: list[Minute] = []
+
+    @property
+    def serving(self) -> int:
+        """Instances serving at the end of the last minute stepped."""
+        return self.minutes[-1].serving if self.minutes else len(self.instances.ready_at)
+
+    def step(self, tick: int, at: datetime, arrived: int) -> Minute:
+        params = self.params
+        self.policy.before(at, self.scaler)
         now_s = tick * TICK_S
-        instances.resize(scaler.desired, now_s, seed, params)
-        serving, share = instances.serving(now_s, now_s + TICK_S)  # one ready mid-minute serves the rest of it
-        capacity = share * per_instance
-        waiting = queued + arrived
+        self.instances.resize(self.scaler.desired, now_s, self.seed, params)
+        serving, share = self.instances.serving(now_s, now_s + TICK_S)  # one ready mid-minute serves the rest
+        capacity = share * params.per_instance_per_tick
+        waiting = self.queued + arrived
         served = min(waiting, capacity)
         left = waiting - served
         bound = serving * params.capacity_rps_per_instance * params.max_queue_wait_s
         failed = max(0.0, left - bound)
-        queued = left - failed
+        self.queued = left - failed
         rate = serving * params.capacity_rps_per_instance
         minute = Minute(
             at=at,
             arrived=arrived,
             served=round(served),
             failed=math.ceil(failed - 1e-9),
-            queued=queued,
-            wait_s=queued / rate if rate else (math.inf if queued else 0.0),
+            queued=self.queued,
+            wait_s=self.queued / rate if rate else (math.inf if self.queued else 0.0),
             serving=serving,
-            billed=len(instances.ready_at),
-            desired=scaler.desired,
-            min_capacity=scaler.min_capacity,
+            billed=len(self.instances.ready_at),
+            desired=self.scaler.desired,
+            min_capacity=self.scaler.min_capacity,
         )
-        minutes.append(minute)
-        policy.after(minute, scaler)
-    return minutes
+        self.minutes.append(minute)
+        self.policy.after(minute, self.scaler)
+        return minute
+
+
+def run(trace: Trace, policy: Policy, scaler: Scaler, params: FleetParams, *, seed: int) -> list[Minute]:
+    """Play ``trace`` against ``policy``; the instances ``scaler.desired`` names at the start are already serving."""
+    variant = Variant(policy, scaler, params, seed=seed)
+    for tick, arrived in enumerate(trace.requests):
+        variant.step(tick, trace.time(tick), arrived)
+    return variant.minutes

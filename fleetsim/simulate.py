@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from fleetsim import stack
 from fleetsim.fleet import FleetParams, Minute, Scaler, run
 from fleetsim.history import SimulatedHistory
 from fleetsim.policies import AlarmResponse, CalendarPrescale, Combined, TargetTracking
+from fleetsim.rollout import Rollout, RolloutRun, run_rollout
 from fleetsim.traffic import TICK, TICK_S, Trace
 
 CONFIG_DIR = stack.REPO / "layers" / "core" / "fleet_config"
@@ -214,6 +215,26 @@ def run_policies(
         policy = make_policy(name, setup, history)
         runs[name] = PolicyRun(run(played, policy, scaler, setup.params, seed=seed), policy)
     return runs
+
+
+def run_with_rollout(
+    trace: Trace, setup: Setup, *, seed: int, judge_from: datetime | None, start: datetime
+) -> RolloutRun:
+    """The project's policy on the primary with a canary rollout of the default steps started at ``start``
+    (``fleetsim.rollout``): the canary limits and the bake are fleet.yaml's for the endpoint's environment."""
+    played = judged(trace, judge_from)
+    history = SimulatedHistory(trace) if judge_from is not None else None
+    desired = starting_instances(trace, played, setup)
+    scaler = Scaler(min_capacity=setup.variant.floor, max_capacity=setup.variant.cap, desired=desired)
+    floors = setup.config.rollout_floors(setup.endpoint.environment)
+    rollout = Rollout(
+        start=start,
+        max_canary=setup.endpoint.canary_limits.max_instance_count,
+        floor=setup.variant.floor,
+        bake=timedelta(seconds=floors.min_bake_seconds),
+    )
+    policy = make_policy("project", setup, history)
+    return run_rollout(played, policy, scaler, setup.params, seed=seed, rollout=rollout, tracking=setup.tracking)
 
 
 def simulate(

@@ -205,8 +205,8 @@ def test_a_prod_request_naming_the_image_by_tag_is_refused_saying_to_pass_its_di
             "['ml.g5.2xlarge', 'ml.g6e.2xlarge'] (fleet.yaml: the endpoint's canary_limits.instance_types)",
         ),
         (
-            {"instance_type": "ml.g5.2xlarge", "instance_count": 8},
-            "canary.instance_count: 8 is above the max of 2 on endpoint 'manga-chat-prod' (fleet.yaml: the "
+            {"instance_type": "ml.g5.2xlarge", "instance_count": 13},
+            "canary.instance_count: 13 is above the max of 12 on endpoint 'manga-chat-prod' (fleet.yaml: the "
             "endpoint's canary_limits.max_instance_count)",
         ),
     ],
