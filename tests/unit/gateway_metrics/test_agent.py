@@ -155,7 +155,7 @@ def test_start_flushes_every_interval_and_stop_flushes_the_rest(idle_text: str) 
             await agent.start()  # a second start is a no-op, not a second loop
             recorder.increment(MetricName.REQUESTS)
             await asyncio.sleep(0.28)
-            recorder.increment(MetricName.FALLBACKS, 2)  # after the last tick: only stop() can flush it
+            recorder.increment(MetricName.FALLBACKS, 2)  # after the last tick (a late one on a busy machine may take it)
             await agent.stop()
 
     asyncio.run(main())
@@ -164,8 +164,7 @@ def test_start_flushes_every_interval_and_stop_flushes_the_rest(idle_text: str) 
     # ~5 ticks in 0.28 s at 0.05 s (bounded generously: a busy 2-core machine may delay some) + the final flush.
     assert 3 <= len(records) <= 7
     assert sum(r["Requests"] for r in records) == 1.0
-    assert records[-1]["Fallbacks"] == 2.0
-    assert sum(r["Fallbacks"] for r in records) == 2.0
+    assert sum(r["Fallbacks"] for r in records) == 2.0  # nothing recorded before stop() is lost
     assert gpu.closed
 
 
