@@ -227,7 +227,8 @@ def test_a_rollback_aborts_a_running_rollout_that_holds_the_lease(rollout: wf.Ro
     """
     request = rollout_request(steps=[5, 25, 100], approval_steps=[25])
     with wf.traffic(canary=HEALTHY, primary=HEALTHY):
-        execution = wf.start(rollout.rollout_arn, request, name=request["rollout_id"])
+        # Through the request URL, as a person starts it: an approval needs the request it records.
+        execution = wf.start_rollout(request)
         wf.approval_link(rollout, "approve", execution)  # the rollout now waits for a person, canary at 25 %
     lease = EndpointLease(rollout.lease_table).current(wf.ENDPOINT)
     assert lease is not None and lease.holder == "canary_rollout/llama-q4-v7"
