@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from boto3.dynamodb.conditions import Attr, ConditionBase
 from botocore.exceptions import ClientError
 
 from fleetops.aws import clients
@@ -14,6 +13,7 @@ from fleetops.rollout.approval import CLAIM_SECONDS, ApprovalRecord, Decision, c
 from fleetops.rollout.requester import RolloutRecord, rollout_key
 
 if TYPE_CHECKING:
+    from boto3.dynamodb.conditions import ConditionBase
     from mypy_boto3_dynamodb import DynamoDBServiceResource
 
 #: Partition key of the approval table (template resource ``ApprovalTable``); TTL attribute ``expires_at``.
@@ -59,6 +59,8 @@ class ApprovalTable:
 
     def decisions(self, execution_id: str, step_weight: int) -> list[ApprovalRecord]:
         """The approvals execution ``execution_id`` asked for at ``step_weight`` (one, unless it was retried)."""
+        from boto3.dynamodb.conditions import Attr  # here: boto3 stays out of the handlers' cold import
+
         return self._scan(Attr("execution_id").eq(execution_id) & Attr("step_weight").eq(step_weight))
 
     def pending(self, rollout_id: str) -> list[ApprovalRecord]:
@@ -66,6 +68,8 @@ class ApprovalTable:
 
         A rollout waits at one step at a time, so the first is the one it waits at.
         """
+        from boto3.dynamodb.conditions import Attr
+
         found = self._scan(Attr("rollout_id").eq(rollout_id) & Attr("status").is_in(["pending", "claimed"]))
         return sorted(found, key=lambda record: record.expires_at, reverse=True)
 
