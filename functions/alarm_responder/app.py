@@ -19,6 +19,7 @@ from fleetops.config import load_fleet_config
 from fleetops.metrics import MetricName
 from fleetops.remediation.alarm import AlarmStateChangeEvent
 from fleetops.remediation.alarm_states import AlarmStates
+from fleetops.remediation.last_promotion import LastPromotion
 from fleetops.remediation.models import load_playbook
 from fleetops.remediation.responder import Ports, RemediationIncompleteError, Responder, ResponderConfig, Response
 from fleetops.remediation.rollback_workflow import RollbackWorkflow
@@ -49,6 +50,7 @@ class Settings(CommonSettings):
     remediation_state_table: str = Field(min_length=1)
     idempotency_table: str = Field(min_length=1)
     rollback_state_machine_arn: str = ""  # empty: the responder sets the canary's weight to 0 itself
+    model_pointer_prefix: str = ""  # empty: no watch window after a promotion, a primary's alarm only notifies
     playbook_path: str = "/opt/python/fleet_config/playbook.yaml"
     ready_timeout_seconds: float = Field(default=20.0, gt=0)
 
@@ -79,6 +81,7 @@ def dependencies() -> Ports:
         wait_ready=partial(wait_in_service, timeout_s=settings.ready_timeout_seconds),
         rollback=RollbackWorkflow(arn) if arn else None,
         alarm_states=AlarmStates(),  # a late event the alarm has overtaken is dropped, not acted on
+        promotions=LastPromotion(prefix).get if (prefix := settings.model_pointer_prefix) else None,
     )
 
 

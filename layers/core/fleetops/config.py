@@ -214,6 +214,13 @@ class RolloutFloors(StrictModel):
         le=100,
         description="the largest share of live requests a shadowed rollout may capture (users' conversations)",
     )
+    watch_after_promotion_seconds: int = Field(
+        default=24 * 3600,
+        ge=0,
+        le=7 * 24 * 3600,
+        description="after a promotion, the primary's error, latency, OOM and engine-death alarms roll back to the "
+        "previous release for this long (the playbook's on_alarm.promoted); later they only notify. 0: never",
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> RolloutFloors:

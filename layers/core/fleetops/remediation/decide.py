@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from fleetops.capacity import ScalableTarget
     from fleetops.config import VariantConfig
     from fleetops.remediation.models import Playbook
+    from fleetops.remediation.watch_window import WatchWindow
 
 #: go: apply now; planned: held back by dry run / kill switch; skipped: a rail or the state says no.
 #: A rollback is exempt from the kill switch and the rate limit (see :func:`_plan_rollback`).
@@ -107,6 +108,10 @@ class Decision(BaseModel):
     alarm: ParsedAlarm
     role: Literal["primary", "canary"]
     plans: tuple[ActionPlan, ...]
+    #: A primary inside the watch window after its promotion: why (its rollback undoes that promotion).
+    watched: str | None = None
+    #: What the notification says about the endpoint's last promotion (inside the window or after it).
+    watch_note: str | None = None
 
     def plan(self, action: ActionType) -> ActionPlan | None:
         return next((p for p in self.plans if p.action == action), None)
@@ -189,18 +194,31 @@ def _rate_limited(now: datetime, rails: RailState, playbook: Playbook, already_p
 
 
 def _plan_rollback(
-    alarm: ParsedAlarm, role: str, *, playbook: Playbook, rails: RailState, gate: Gate, planned: int
+    alarm: ParsedAlarm,
+    role: str,
+    *,
+    playbook: Playbook,
+    rails: RailState,
+    gate: Gate,
+    planned: int,
+    watched: str | None = None,
 ) -> ActionPlan:
-    """A canary's rollback is a retreat: neither the rate limit nor the kill switch holds it back.
+    """A rollback is a retreat: neither the rate limit nor the kill switch holds it back.
 
     Both exist to stop automation pushing the fleet forward; a skipped rollback is never retried (the alarm
     stays in ALARM, so no new event comes) while the canary keeps its traffic, which is exactly during a load
     incident, when scale-outs have used the hour's changes. Only a dry run, which changes nothing, plans it.
+    A canary's rollback aborts its rollout; a primary's, only inside its watch window (``watched``), undoes
+    the promotion: the previous release comes back.
     """
     act = ActionType.ROLLBACK
-    if role != "canary":
-        return ActionPlan(action=act, status="skipped", reason=f"variant {alarm.variant_name!r} is not a canary")
-    reason = f"canary {alarm.variant_name!r} in trouble ({alarm.kind}): roll back"
+    if role == "canary":
+        reason = f"canary {alarm.variant_name!r} in trouble ({alarm.kind}): roll back"
+    elif watched:
+        reason = f"{watched}, {alarm.kind} alarm: roll back to the previous release"
+    else:
+        why = f"variant {alarm.variant_name!r} is not a canary and not inside a watch window after a promotion"
+        return ActionPlan(action=act, status="skipped", reason=why)
     if gate.dry_run:
         return ActionPlan(action=act, status="planned", reason=f"dry run: would {reason}")
     overridden = [
@@ -225,12 +243,15 @@ def decide(
     serving: int | None,
     rails: RailState,
     gate: Gate,
+    watch: WatchWindow | None = None,
 ) -> Decision:
     """Map an alarm transition to action plans per the playbook and the safety rails.
 
     ALARM runs the kind's ``on_alarm`` actions for the variant's role (a scale-out steps from ``serving``,
-    see :func:`plan_scale_out`); OK runs ``on_ok`` (recording the recovery; the playbook forbids scaling in
-    there); INSUFFICIENT_DATA does nothing. The module's example runs it in dry run.
+    see :func:`plan_scale_out`); on a primary whose alarm fired inside ``watch`` (the window after the
+    endpoint's last promotion), the kind's ``promoted`` actions instead. OK runs ``on_ok`` (recording the
+    recovery; the playbook forbids scaling in there); INSUFFICIENT_DATA does nothing. The module's example runs
+    it in dry run.
     """
     spec = playbook.alarms[alarm.kind]
     if alarm.state == "OK":
@@ -239,8 +260,12 @@ def decide(
         return Decision(alarm=alarm, role=variant.role, plans=plans)
     if alarm.state != "ALARM":
         return Decision(alarm=alarm, role=variant.role, plans=())
+    # Only the kinds that say what a watched primary does (``promoted``) look at the last promotion.
+    on_primary = variant.role == "primary" and watch is not None and spec.on_alarm.promoted is not None
+    watched = watch.reason(alarm.at) if on_primary and watch is not None else None
+    note = watch.note(alarm.at) if on_primary and watch is not None else None
     planned: list[ActionPlan] = []
-    for action in getattr(spec.on_alarm, variant.role):
+    for action in spec.on_alarm.for_role(variant.role, watched=watched is not None):
         changing = sum(1 for p in planned if p.action in FLEET_CHANGING and p.status == "go")
         if action == ActionType.SCALE_OUT:
             planned.append(
@@ -257,8 +282,10 @@ def decide(
             )
         elif action == ActionType.ROLLBACK:
             planned.append(
-                _plan_rollback(alarm, variant.role, playbook=playbook, rails=rails, gate=gate, planned=changing)
+                _plan_rollback(
+                    alarm, variant.role, playbook=playbook, rails=rails, gate=gate, planned=changing, watched=watched
+                )
             )
         else:
             planned.append(ActionPlan(action=action, status="go", reason=spec.summary))
-    return Decision(alarm=alarm, role=variant.role, plans=tuple(planned))
+    return Decision(alarm=alarm, role=variant.role, plans=tuple(planned), watched=watched, watch_note=note)

@@ -36,10 +36,22 @@ Comparison = Literal[
 
 
 class RoleActions(StrictModel):
-    """Actions for an ALARM on a primary and on a canary variant."""
+    """Actions for an ALARM on a primary and on a canary variant.
+
+    ``promoted``: on a primary inside the watch window after its promotion (fleet.yaml's
+    ``rollout_policy.<env>.watch_after_promotion_seconds``), where a rollback undoes that promotion; ``None``: as
+    ``primary``.
+    """
 
     primary: tuple[ActionType, ...] = ()
     canary: tuple[ActionType, ...] = ()
+    promoted: tuple[ActionType, ...] | None = None
+
+    def for_role(self, role: str, *, watched: bool = False) -> tuple[ActionType, ...]:
+        """The actions for a variant of ``role``; ``watched``: a primary inside its watch window."""
+        if role == "canary":
+            return self.canary
+        return self.promoted if watched and self.promoted is not None else self.primary
 
 
 class AlarmSpec(StrictModel):
@@ -71,7 +83,10 @@ class AlarmSpec(StrictModel):
         if changing:
             raise ValueError(f"on_ok may not change the fleet (the responder never scales in): {sorted(changing)}")
         if ActionType.ROLLBACK in self.on_alarm.primary:
-            raise ValueError("on_alarm.primary may not roll back: only a canary variant can be rolled back")
+            raise ValueError(
+                "on_alarm.primary may not roll back: only a canary variant can be rolled back, or a primary inside "
+                "the watch window after its promotion (on_alarm.promoted)"
+            )
         return self
 
 

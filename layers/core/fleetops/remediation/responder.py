@@ -10,6 +10,10 @@ notifying, so Lambda retries the event and finally sends it to the DLQ.
 
 A scale-out records its raise; the alarms of scale-out kinds going OK record the clear, and the pre-scale
 reconciler releases the raise once they have been OK for ``rails.raise_hold_seconds``.
+
+A primary's alarm of a kind with ``on_alarm.promoted`` reads the endpoint's last promotion (its model pointer,
+:mod:`fleetops.remediation.last_promotion`): inside fleet.yaml's ``watch_after_promotion_seconds`` it starts the
+rollback workflow to undo that promotion (:mod:`fleetops.remediation.watch_window`); after it, it notifies.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from fleetops.remediation.decide import ActionPlan, Decision, Gate, RailState, d
 from fleetops.remediation.models import FLEET_CHANGING, ActionType
 from fleetops.remediation.rollback_workflow import execution_name
 from fleetops.remediation.staleness import stale_because
+from fleetops.remediation.watch_window import WatchWindow
 
 if TYPE_CHECKING:
     from fleetops.aws.audit_table import AuditTable
@@ -48,6 +53,7 @@ if TYPE_CHECKING:
     from fleetops.remediation.raises import RaiseRecord
     from fleetops.remediation.rollback_workflow import RollbackWorkflow
     from fleetops.remediation.state_table import RemediationStateStore
+    from fleetops.remediation.watch_window import Promotion
 
 logger = Logger(child=True)
 
@@ -109,6 +115,8 @@ class Ports:
     rollback: RollbackWorkflow | None = None
     #: The alarms' own state, asked before acting on an event that may be stale (``None``: not asked).
     alarm_states: AlarmStates | None = None
+    #: The endpoint's last promotion (``LastPromotion.get``); ``None``: no watch window, a primary only notifies.
+    promotions: Callable[[str], Promotion | None] | None = None
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
 
@@ -243,16 +251,39 @@ class Responder:
         return ActionType.SCALE_OUT in getattr(self.config.playbook.alarms[alarm.kind].on_alarm, variant.role)
 
     def _decide(self, alarm: ParsedAlarm, variant: VariantConfig) -> Decision:
-        actions = set(getattr(self.config.playbook.alarms[alarm.kind].on_alarm, variant.role))
+        on_alarm = self.config.playbook.alarms[alarm.kind].on_alarm
         acting = alarm.state == "ALARM"
+        watch = self._watch(alarm) if acting and variant.role == "primary" and on_alarm.promoted is not None else None
+        actions = set(on_alarm.for_role(variant.role, watched=watch is not None and watch.reason(alarm.at) is not None))
         target = self._target(alarm) if acting and ActionType.SCALE_OUT in actions else None
         serving = self._serving(alarm) if target is not None else None
         rails = self.ports.rails.get(alarm.endpoint_name) if acting and actions & FLEET_CHANGING else RailState()
         engaged = bool(acting and actions & FLEET_CHANGING and self.ports.kill_switch.engaged())
         gate = Gate(dry_run=self.config.dry_run, kill_switch=engaged)
         return decide(
-            alarm, variant, playbook=self.config.playbook, target=target, serving=serving, rails=rails, gate=gate
+            alarm,
+            variant,
+            playbook=self.config.playbook,
+            target=target,
+            serving=serving,
+            rails=rails,
+            gate=gate,
+            watch=watch,
         )
+
+    def _watch(self, alarm: ParsedAlarm) -> WatchWindow | None:
+        """The endpoint's last promotion and its environment's window; ``None`` (notify only) when unknown."""
+        endpoint = self.config.fleet.endpoint(alarm.endpoint_name)
+        if self.ports.promotions is None or endpoint is None:
+            return None
+        seconds = self.config.fleet.rollout_floors(endpoint.environment).watch_after_promotion_seconds
+        try:
+            promotion = self.ports.promotions(alarm.endpoint_name)
+        except (ClientError, BotoCoreError):
+            # Unknown is not inside: without the pointer nothing says which release to go back to.
+            logger.warning("model pointer unreadable", extra={"endpoint_name": alarm.endpoint_name}, exc_info=True)
+            return None
+        return WatchWindow(promotion=promotion, seconds=seconds)
 
     def _target(self, alarm: ParsedAlarm) -> ScalableTarget | None:
         return self.ports.autoscaling.get_target(alarm.endpoint_name, alarm.variant_name)
@@ -280,6 +311,8 @@ class Responder:
                 # A capacity write: a rollout's config lease does not hold it up, another capacity writer does.
                 return self._under_lease(alarm, plan, LeaseScope.CAPACITY, partial(self._scale_out, alarm, variant))
             if plan.action == ActionType.ROLLBACK:
+                if decision.watched:
+                    return self._undo_promotion(alarm, plan)
                 return self._rollback(alarm, plan)
         except (ClientError, BotoCoreError) as exc:
             logger.exception("remediation action failed", extra={"action": plan.action})
@@ -328,6 +361,21 @@ class Responder:
         self.ports.rails.record(alarm.endpoint_name, ActionType.SCALE_OUT, alarm.at)
         return ActionOutcome(
             action=plan.action, outcome="applied", reason=plan.reason, before=plan.before, after=plan.after
+        )
+
+    def _undo_promotion(self, alarm: ParsedAlarm, plan: ActionPlan) -> ActionOutcome:
+        """Start the rollback workflow to put the previous release back (the pointer's previous config)."""
+        if self.ports.rollback is None:
+            why = f"{plan.reason}: no rollback workflow configured, and only it can undo a promotion"
+            return ActionOutcome(action=plan.action, outcome="skipped", reason=why)
+        reason = f"{plan.reason} ({alarm.alarm_name}: {alarm.reason})"
+        name = execution_name(f"{alarm.alarm_name}|{alarm.state_timestamp}", f"{alarm.kind}-{alarm.endpoint_name}")
+        arn, started = self.ports.rollback.start(alarm.endpoint_name, reason, ACTOR, name, undo_promotion=True)
+        if started:
+            self.ports.rails.record(alarm.endpoint_name, ActionType.ROLLBACK, alarm.at)
+        what = "rollback workflow started" if started else "rollback workflow already started for this alarm"
+        return ActionOutcome(
+            action=plan.action, outcome="applied", reason=f"{reason}: {what}", after={"execution_arn": arn}
         )
 
     def _rollback(self, alarm: ParsedAlarm, plan: ActionPlan) -> ActionOutcome:
@@ -410,15 +458,15 @@ class Responder:
         alarm = decision.alarm
         spec = self.config.playbook.alarms[alarm.kind]
         done = outcomes[0].outcome if outcomes else "notified"
-        subject = (
-            f"[{alarm.state}] {alarm.kind} on {alarm.endpoint_name}/{alarm.variant_name} ({decision.role}): {done}"
-        )
+        role = f"{decision.role}, watch window" if decision.watched else decision.role
+        subject = f"[{alarm.state}] {alarm.kind} on {alarm.endpoint_name}/{alarm.variant_name} ({role}): {done}"
         observed = f"{alarm.observed:g}" if alarm.observed is not None else "n/a"
         lines = [
             f"What fired: {alarm.alarm_name} went {alarm.previous_state or '?'} -> {alarm.state}"
             f" at {alarm.at.isoformat()}.",
             f"  {spec.summary}",
             f"  Observed {observed}, threshold {alarm.threshold:g} ({spec.metric}, {spec.statistic}).",
+            *([f"Release: {decision.watch_note}."] if decision.watch_note else []),
             "What was done:",
             *([f"  - {o.action}: {o.outcome} - {o.reason}" for o in outcomes] or ["  - nothing but this notification"]),
             f"What to look at: {spec.look_at}",

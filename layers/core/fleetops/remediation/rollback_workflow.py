@@ -57,12 +57,21 @@ class RollbackWorkflow:
         self._client: SFNClient = client or clients.client("stepfunctions")
 
     def start(
-        self, endpoint_name: str, reason: str, requested_by: str, name: str, canary_variant_name: str | None = None
+        self,
+        endpoint_name: str,
+        reason: str,
+        requested_by: str,
+        name: str,
+        canary_variant_name: str | None = None,
+        *,
+        undo_promotion: bool = False,
     ) -> tuple[str, bool]:
         """Start the execution; returns ``(execution_arn, started_now)``.
 
         A second start with the same name (a redelivered event) does not start a second rollback:
         Step Functions either returns the running execution or answers ``ExecutionAlreadyExists``.
+        ``undo_promotion``: a primary's alarm inside the watch window after its promotion puts the previous
+        release back (the model pointer's previous config); otherwise the rollback only aborts a rollout in flight.
         """
         # abort_only: a canary alarm aborts the rollout in flight; it never undoes an earlier promotion.
         request = {
@@ -70,7 +79,7 @@ class RollbackWorkflow:
             "rollback_id": name,
             "reason": reason,
             "requested_by": requested_by,
-            "abort_only": True,
+            "abort_only": not undo_promotion,
         }
         if canary_variant_name:
             request["canary_variant_name"] = canary_variant_name
