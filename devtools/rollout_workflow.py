@@ -91,6 +91,7 @@ FUNCTIONS = {
     "canary-analysis": "canary_analysis",
     "approval-notify": "approval_notify",
     "approval-verify": "approval_verify",
+    "rollout-capacity": "rollout_capacity",
     "rollback-plan": "rollback_plan",
 }
 ENDPOINT = "manga-chat"
@@ -185,6 +186,7 @@ def deploy(core: CoreResources | None = None) -> RolloutWorkflow:
             "CanaryAnalysisFunctionArn": arns["canary-analysis"],
             "ApprovalNotifyFunctionArn": arns["approval-notify"],
             "ApprovalVerifyFunctionArn": arns["approval-verify"],
+            "RolloutCapacityFunctionArn": arns["rollout-capacity"],
             "RollbackStateMachineArn": rollback,
             "ModelRegistryTableName": registry,
             "KillSwitchParameterName": core.kill_switch_parameter,
@@ -368,6 +370,7 @@ def traffic(
     primary: dict[str, Any],
     every_s: float = 0.5,
     max_s: float = 120,
+    endpoint: str = ENDPOINT,
 ) -> Iterator[None]:
     """Keep publishing per-variant metrics (bounded in time) while a rollout bakes, like live traffic.
 
@@ -381,8 +384,9 @@ def traffic(
     def feed() -> None:
         deadline = time.monotonic() + max_s
         while not stop.is_set() and time.monotonic() < deadline:
-            put_variant_metrics("canary", **(canary(canary_weight()) if callable(canary) else canary))
-            put_variant_metrics(PRIMARY, **primary)
+            load = canary(canary_weight(endpoint=endpoint)) if callable(canary) else canary
+            put_variant_metrics("canary", endpoint=endpoint, **load)
+            put_variant_metrics(PRIMARY, endpoint=endpoint, **primary)
             stop.wait(every_s)
 
     thread = threading.Thread(target=feed, name="traffic", daemon=True)
@@ -394,8 +398,8 @@ def traffic(
         thread.join(timeout=5)
 
 
-def canary_weight(variant: str = "canary") -> float:
+def canary_weight(variant: str = "canary", endpoint: str = ENDPOINT) -> float:
     """The canary's current weight in percent of the endpoint's total (0 when absent)."""
-    described = boto3.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)["ProductionVariants"]
+    described = boto3.client("sagemaker").describe_endpoint(EndpointName=endpoint)["ProductionVariants"]
     total = sum(v.get("CurrentWeight", 0.0) for v in described) or 1.0
     return 100.0 * sum(v.get("CurrentWeight", 0.0) for v in described if v["VariantName"] == variant) / total

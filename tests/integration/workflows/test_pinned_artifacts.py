@@ -102,11 +102,11 @@ def test_the_models_deploy_the_copy_the_gate_checked_and_a_swap_of_the_named_key
             ],
         ),
         (
-            {"canary": {"instance_type": "ml.p4d.24xlarge", "instance_count": 3}},
+            {"canary": {"instance_type": "ml.p4d.24xlarge", "instance_count": 5}},
             [
                 "canary.instance_type: 'ml.p4d.24xlarge' is not allowed on endpoint 'manga-chat'; allowed: "
                 "['ml.g5.2xlarge'] (fleet.yaml: the endpoint's canary_limits.instance_types)",
-                "canary.instance_count: 3 is above the max of 2 on endpoint 'manga-chat' (fleet.yaml: the "
+                "canary.instance_count: 5 is above the max of 4 on endpoint 'manga-chat' (fleet.yaml: the "
                 "endpoint's canary_limits.max_instance_count)",
             ],
         ),

@@ -96,7 +96,7 @@ def ends_of_catch(every: dict[str, Any], target: str) -> set[str]:
 
 BEFORE_THE_LEASE = {"Validate", "CheckArtifact", "AuditPlanned", "AcquireLease"}
 AFTER_THE_PROMOTION = {"UpdatePointer", "RegisterVersion", "AuditPromoted", "NotifyPromoted", "PromotedWithWarnings"}
-CLEAN_UP = {"Rollback", "ReleaseLease"}
+CLEAN_UP = {"Rollback", "StartRollback", "ReleaseLease"}
 
 
 def test_every_rollout_failure_between_the_lease_and_the_promotion_rolls_back() -> None:
@@ -127,6 +127,103 @@ def test_every_rollout_failure_between_the_lease_and_the_promotion_rolls_back() 
         assert ends == {"Rollback"}, (state_name, ends)
         checked += 1
     assert checked >= 10
+
+
+def test_rolling_back_releases_the_canarys_scalable_target_then_starts_the_rollback_whatever_the_release_answers() -> (
+    None
+):
+    every = states("canary_rollout.asl.json")
+    release = every["Rollback"]
+    assert release["Parameters"]["Payload"]["action"] == "release"
+    assert release["Next"] == "StartRollback"
+    assert [c["Next"] for c in release["Catch"]] == ["StartRollback"]
+    assert release["Catch"][0]["ResultPath"] != "$.error"  # the rollback's reason stays the rollout's error
+    assert every["StartRollback"]["Resource"].startswith("arn:aws:states:::states:startExecution")
+
+
+def path_allowed(every: dict[str, Any], order: list[str]) -> None:
+    """Each state of ``order`` can follow the one before (the poll loop's Continue routes by ``then``)."""
+    for here, there in zip(order, order[1:], strict=False):
+        assert there in next_states(every[here]), (here, there, next_states(every[here]))
+
+
+def test_a_step_asks_its_approval_then_sizes_its_instances_then_moves_users() -> None:
+    every = states("canary_rollout.asl.json")
+    # A canary step that needs a person: asked before anything of the step changes; the canary sized to the
+    # step's weight and serving before the weights move; bake and analysis after.
+    canary_step = [
+        "LoadStep",
+        "NeedsApproval?",
+        "RequestApproval",
+        "VerifyApproval",
+        "Promotion?",
+        "SizeCanary",
+        "StartCapacityPoll",
+        "CapacityReady?",
+        "NextCapacityPoll",
+        "CapacityWait",
+        "EnsureCapacity",
+        "CapacityReady?",
+        "GuardWeights",
+        "ReadKillSwitch",
+        "KillSwitch?",
+        "CheckLease",
+        "GuardThen",
+        "SetWeights",
+        "PollAfterWeights",
+        "DescribeEndpoint",
+        "InService?",
+        "Continue",
+        "MarkBakeStart",
+        "Bake",
+        "Analyse",
+        "Verdict",
+        "Advance",
+        "LoadStep",
+    ]
+    path_allowed(every, canary_step)
+    # The 100 % step: asked before the primary grows and takes the new model; the canary's target goes first.
+    promotion = [
+        "LoadStep",
+        "NeedsApproval?",
+        "RequestApproval",
+        "VerifyApproval",
+        "Promotion?",
+        "GrowPrimary",
+        "StartCapacityPoll",
+        "CapacityReady?",
+        "GuardPromote",
+        "CreateFinalConfig",
+        "ReadKillSwitch",
+        "KillSwitch?",
+        "CheckLease",
+        "GuardThen",
+        "ReleaseCanaryTarget",
+        "Promote",
+    ]
+    path_allowed(every, promotion)
+    # And only so: nothing else leads to a weight change, a promotion or an approval.
+    into = {name: {n for n, s in every.items() if name in next_states(s)} for name in every}
+    assert into["SetWeights"] == {"GuardThen"} and into["GuardWeights"] == {"CapacityReady?"}
+    assert into["RequestApproval"] == {"NeedsApproval?"} and into["NeedsApproval?"] == {"LoadStep"}
+    assert into["SizeCanary"] == {"Promotion?"} and into["GrowPrimary"] == {"Promotion?"}
+    assert into["GuardPromote"] == {"CapacityReady?"} and into["Promote"] == {"ReleaseCanaryTarget"}
+    assert into["Promotion?"] == {"NeedsApproval?", "VerifyApproval"}
+    assert {c["Next"] for c in every["Verdict"]["Choices"]} == {"Advance", "CanExtend?"}
+    # Users move to the canary only once its instances serve; the primary takes the new model once it is grown.
+    ready = every["CapacityReady?"]["Choices"]
+    assert ready[0]["Next"] == "GuardWeights" and {"Variable": "$.capacity.ready", "BooleanEquals": True} in ready[0][
+        "And"
+    ]
+    assert {"Variable": "$.capacity.variant", "StringEqualsPath": "$.plan.canary_variant_name"} in ready[0]["And"]
+    assert ready[1] == {"Variable": "$.capacity.ready", "BooleanEquals": True, "Next": "GuardPromote"}
+    assert ends_of_catch(every, "CapacityTimeout") == {"Rollback"}
+    sized = every["SizeCanary"]["Parameters"]["Payload"]
+    assert (sized["action"], sized["weight.$"], sized["max_canary.$"]) == (
+        "size_canary",
+        "$.cursor.step.weight",
+        "$.plan.capacity.max_canary",
+    )
 
 
 def test_no_failure_after_the_promotion_rolls_the_release_back() -> None:

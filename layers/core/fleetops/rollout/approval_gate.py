@@ -87,6 +87,12 @@ class NotifyDeps:
     approval_url: str
 
 
+def _next_move(request: ApprovalRequest) -> str:
+    if request.step_weight >= 100:
+        return "the promotion (the primary's instances take the new model, then every user reaches it)"
+    return f"moving {request.step_weight}% of users to the canary"
+
+
 def request_approval(request: ApprovalRequest, deps: NotifyDeps) -> ApprovalRecord:
     """Issue a single-use approval id valid until Step Functions stops waiting, store the token, notify the team.
 
@@ -113,9 +119,9 @@ def request_approval(request: ApprovalRequest, deps: NotifyDeps) -> ApprovalReco
     deps.store.put(record)
     links = {d: f"{deps.approval_url}?{urlencode({'id': approval_id, 'decision': d})}" for d in ("approve", "reject")}
     message = (
-        f"Rollout {request.rollout_id} on {request.endpoint_name} waits for approval at {request.step_weight}% canary "
-        f"traffic.\nRequested by {requested_by} (who may not approve it).\n\n"
-        f"Analysis: {request.analysis_summary}\n\n"
+        f"Rollout {request.rollout_id} on {request.endpoint_name} waits for approval before {_next_move(request)}; "
+        f"until then no more users reach the new model.\nRequested by {requested_by} (who may not approve it).\n\n"
+        f"Analysis so far: {request.analysis_summary}\n\n"
         f"Approve: {links['approve']}\nReject:  {links['reject']}\n\n"
         f"The links open a confirmation page (signed-in AWS identity required), work once and expire at "
         f"{datetime.fromtimestamp(expires_at, UTC).isoformat()} (the rollout rolls back then). Operators can also "

@@ -312,12 +312,22 @@ class Pointer(Release):
         )
 
 
+class StepCapacity(StrictModel):
+    """What the capacity task sizes each step within (fleet.yaml): see :mod:`fleetops.rollout.step_sizing`."""
+
+    max_canary: int = Field(ge=1, description="canary_limits.max_instance_count: a step needing more is refused")
+    primary_floor: int = Field(ge=1, description="the primary variant's floor")
+
+
 class PlanStep(StrictModel):
     index: int
     weight: int
     weights: tuple[dict[str, Any], ...] = Field(description="DesiredWeightsAndCapacities for this step")
     bake_seconds: int
-    approval: bool
+    approval: bool = Field(description="asked before this step's weights change (the 100 % step: before promotion)")
+    promote: bool = Field(
+        default=False, description="the 100 % step: the primary's instances take the new model, the canary goes"
+    )
 
 
 class RolloutPlan(StrictModel):
@@ -342,6 +352,7 @@ class RolloutPlan(StrictModel):
     baseline_variant_name: str
     steps: tuple[PlanStep, ...]
     step_count: int
+    capacity: StepCapacity
     rollback_weights: tuple[dict[str, Any], ...]
     in_service: InServiceSettings
     rollback_in_service: InServiceSettings
@@ -450,6 +461,7 @@ def build_plan(
     pre_traffic_gates: bool = True,
     capture: CaptureDestination | None = None,
     hosting: VariantHosting | None = None,
+    capacity: StepCapacity | None = None,
 ) -> RolloutPlan:
     """Compute the rollout plan from the request and the endpoint as it is now.
 
@@ -458,7 +470,9 @@ def build_plan(
     ``capture`` is the stack's capture bucket and key, where a shadowed rollout's data capture writes;
     ``hosting`` (fleet.yaml's, for the endpoint) goes onto every variant of both configs, the ones copied from
     the current config included, so no config the rollout creates falls back to SageMaker's old default driver.
-    The configs themselves are built when the workflow reaches them (:mod:`fleetops.rollout.config_copy`).
+    ``capacity`` bounds the canary's size at each step (fleet.yaml's ``canary_limits``; by default the request's
+    canary count). The configs themselves are built when the workflow reaches them
+    (:mod:`fleetops.rollout.config_copy`).
 
     Raises
     ------
@@ -538,6 +552,7 @@ def build_plan(
             ),
             bake_seconds=spec.bake_seconds or 0,
             approval=bool(spec.approval),
+            promote=spec.weight == 100,
         )
         for i, spec in enumerate(request.step_specs())
     )
@@ -605,6 +620,8 @@ def build_plan(
         baseline_variant_name=baseline.variant_name,
         steps=steps,
         step_count=len(steps),
+        capacity=capacity
+        or StepCapacity(max_canary=canary.instance_count, primary_floor=max(baseline.instance_count, 1)),
         rollback_weights=(
             *_split_weight(100.0, endpoint.variants),
             {"VariantName": canary.variant_name, "DesiredWeight": 0.0},

@@ -16,6 +16,7 @@ from fleetops.rollout.plan import (
     RolloutInputError,
     RolloutPlan,
     RolloutRequest,
+    StepCapacity,
     build_plan,
     parse_request,
 )
@@ -85,6 +86,12 @@ def prepare_rollout(request: dict[str, Any], now: datetime, deps: PrepareDeps) -
     endpoint = deps.read_endpoint(parsed.endpoint_name)
     listed = deps.fleet.endpoint(parsed.endpoint_name)  # the guardrails refused an unlisted one
     parameter = f"{deps.pointer_prefix.rstrip('/')}/{parsed.endpoint_name}"
+    primary = next((v for v in listed.variants if v.role == "primary"), None) if listed else None
+    capacity = (
+        StepCapacity(max_canary=listed.canary_limits.max_instance_count, primary_floor=primary.floor if primary else 1)
+        if listed
+        else None
+    )
     return build_plan(
         parsed,
         endpoint,
@@ -96,4 +103,5 @@ def prepare_rollout(request: dict[str, Any], now: datetime, deps: PrepareDeps) -
         pre_traffic_gates=guarded.floors.pre_traffic_gates,
         capture=deps.stack.capture,
         hosting=listed.hosting if listed else None,
+        capacity=capacity,
     )
