@@ -167,9 +167,12 @@ BENCH_ROWS = (
         "`scheduled_actions_max__worst` {scheduled_actions_max__worst}; before (`*_before`): "
         "{failed_pct_on_calendar_events_before__worst:.2f} % on events, GPU hours up to "
         "{gpu_hours_before_vs_oracle__worst}x, {failed_in_unannounced_spike_before__worst:,.0f} failed in the spikes; "
+        "a canary rollout (default steps) started an hour before Friday's release (`*__rollout-friday`): "
+        "{failed_pct_on_calendar_events_project__rollout-friday} % failed on events, `canary_overloaded_minutes` "
+        "{canary_overloaded_minutes__rollout-friday}, +{gpu_hours_added_by_rollout_pct__rollout-friday} % GPU hours; "
         "`simulated_days_per_s` "
         "{simulated_days_per_s} (plot: `bench/results/release_day.png`)",
-        "0, ≤ 1.15, project ≤ reactive, ≤ 60, ≤ 150",
+        "0, ≤ 1.15, project ≤ reactive, ≤ 60, ≤ 150; rollout: 0, 0",
         _best_project_gpu_hours,
     ),
     Row(
