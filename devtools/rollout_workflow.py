@@ -38,6 +38,7 @@ from devtools.state_machines import (
 )
 from fleetops.config import VariantHosting, load_fleet_config
 from fleetops.metrics import NAMESPACE, Dimension, MetricName
+from fleetops.model_contract import ModelContract
 from fleetops.rollout.approval_table import APPROVAL_PK
 from fleetops.tables import REGISTRY_PK, REGISTRY_SK
 
@@ -66,6 +67,7 @@ __all__ = [
     "hosting",
     "notifications",
     "open_link",
+    "pages",
     "put_variant_metrics",
     "request_rollout",
     "start",
@@ -125,6 +127,9 @@ class RolloutWorkflow:
     topic_arn: str
     inbox_url: str
     environment: dict[str, str]
+    #: The stack's PagingTopic, and a queue subscribed to it (a rollback that cannot verify itself pages).
+    paging_topic_arn: str = ""
+    paging_inbox_url: str = ""
 
 
 def hosting(name: str = ENDPOINT) -> VariantHosting:
@@ -134,12 +139,20 @@ def hosting(name: str = ENDPOINT) -> VariantHosting:
 
 
 def create_endpoint(name: str = ENDPOINT, instance_count: int = 2) -> str:
-    """An InService endpoint with one primary variant serving the current model; returns its config name."""
+    """An InService endpoint with one primary variant serving the current model (v6); returns its config name.
+
+    The model carries the model contract's environment, as ``fleetctl endpoint create`` writes it, so its answers
+    name v6 (``backend.version``; the emulator's runtime reads it from there).
+    """
     sagemaker = boto3.client("sagemaker")
+    contract = ModelContract(endpoint_name=name, variant_name=PRIMARY, model_version="v6")
     sagemaker.create_model(
         ModelName=f"{name}-v6-model",
         ExecutionRoleArn=ROLE,
-        PrimaryContainer={"Image": f"{ACCOUNT_ID}.dkr.ecr.{REGION}.amazonaws.com/manga-llm:v6"},
+        PrimaryContainer={
+            "Image": f"{ACCOUNT_ID}.dkr.ecr.{REGION}.amazonaws.com/manga-llm:v6",
+            "Environment": contract.environment(),
+        },
     )
     config = f"{name}-v6-config"
     variants: Any = [
@@ -170,8 +183,12 @@ def deploy(core: CoreResources | None = None) -> RolloutWorkflow:
         "AuditTableName": core.audit_table,
         "OperationsTopicArn": core.topic_arn,
     }
+    paging = boto3.client("sns").create_topic(Name="manga-llm-fleet-paging")["TopicArn"]
     rollback = create_state_machine(
-        "rollback", ROLLBACK_ASL, common | {"RollbackPlanFunctionArn": arns["rollback-plan"]}, sfn_role
+        "rollback",
+        ROLLBACK_ASL,
+        common | {"RollbackPlanFunctionArn": arns["rollback-plan"], "PagingTopicArn": paging},
+        sfn_role,
     )
     rollout = create_state_machine(
         "canary-rollout",
@@ -194,6 +211,7 @@ def deploy(core: CoreResources | None = None) -> RolloutWorkflow:
         sfn_role,
     )
     inbox = create_inbox(core.topic_arn, "rollout-inbox")
+    paging_inbox = create_inbox(paging, "paging-inbox")
     capture_key = _create_capture_store()
     env = core.environment() | {
         "APPROVAL_TABLE": approvals,
@@ -208,7 +226,17 @@ def deploy(core: CoreResources | None = None) -> RolloutWorkflow:
         "SHADOW_CAPTURE_KEY_ARN": capture_key,
     }
     return RolloutWorkflow(
-        rollout, rollback, approvals, registry, core.audit_table, core.lease_table, core.topic_arn, inbox, env
+        rollout,
+        rollback,
+        approvals,
+        registry,
+        core.audit_table,
+        core.lease_table,
+        core.topic_arn,
+        inbox,
+        env,
+        paging_topic_arn=paging,
+        paging_inbox_url=paging_inbox,
     )
 
 
@@ -236,6 +264,11 @@ def handlers() -> Iterator[None]:
 def notifications(workflow: RolloutWorkflow, wait_s: float = 0) -> list[dict[str, str]]:
     """SNS messages (Subject, Message) delivered since the last call, waiting up to ``wait_s`` for one."""
     return read_notifications(workflow.inbox_url, wait_s)
+
+
+def pages(workflow: RolloutWorkflow, wait_s: float = 0) -> list[dict[str, str]]:
+    """What the paging topic delivered since the last call (Subject, Message), waiting up to ``wait_s`` for one."""
+    return read_notifications(workflow.paging_inbox_url, wait_s)
 
 
 def approval_link(workflow: RolloutWorkflow, decision: str, execution_arn: str, timeout_s: float = 60) -> str:

@@ -19,6 +19,13 @@ this module answers both operations for the endpoints it hosts, in front of moto
   so botocore's own parser yields ``{"PayloadPart": {"Bytes": ...}}``; a failure mid-stream ends the
   stream with a ``ModelStreamError`` exception event.
 
+- no container hosted: an endpoint no hosting runs (or any endpoint, with none registered) is answered by a stand-in
+  for the project's container, which can say only what the model's environment tells it: the gateway's chat
+  completion shape with ``backend.version`` (and the ``backend_version=`` custom attribute) naming the
+  ``MODEL_VERSION`` of the model the chosen variant runs in the config serving now, and a content that says no model
+  ran. A model without ``MODEL_VERSION`` (one the real container would refuse to start) gets moto's canned answer,
+  as before; streaming still needs a hosting.
+
 - data capture: where the endpoint's config has a ``DataCaptureConfig`` with ``EnableCapture``, a sampled
   share (``InitialSamplingPercentage``) of answered ``InvokeEndpoint`` calls is written after the answer, in
   the background, as SageMaker's JSON lines record (``captureData.endpointInput``/``endpointOutput``,
@@ -53,6 +60,7 @@ from moto.sagemaker.models import FakeEndpoint, sagemaker_backends
 from werkzeug.wrappers import Request, Response
 
 from devtools.emulator_extensions import sagemaker
+from fleetops.model_contract import MODEL_VERSION
 
 _PATH = re.compile(r"^/endpoints/(?P<name>[^/]+)/(?P<op>invocations|invocations-response-stream)$")
 _SCOPE = re.compile(r"Credential=(?P<key>[^/,\s]+)/\d{8}/(?P<region>[^/]+)/(?P<service>[^/]+)/aws4_request")
@@ -193,19 +201,59 @@ def _locate(environ: Mapping[str, Any]) -> tuple[str, str, str, str] | None:
 def _resolve(environ: Mapping[str, Any]) -> tuple[str, _Target | Response] | None:
     """The operation and where it goes, or an error answer; ``None`` for moto to handle."""
     host = sagemaker.hosting
-    located = _locate(environ) if host is not None else None
-    if host is None or located is None:
+    located = _locate(environ)
+    if located is None:
         return None
     operation, name, region, account = located
     endpoint = sagemaker_backends[account][region].endpoints.get(name)
+    if host is None or endpoint is None or not host.hosts(str(endpoint.arn)):
+        if endpoint is not None and operation == "invocations":
+            return _standin(endpoint, environ.get("HTTP_X_AMZN_SAGEMAKER_TARGET_VARIANT"), region, account)
+        if host is None:
+            return None
     if endpoint is None:
         return operation, _validation(f"Endpoint {name} of account {account} not found.")
     if not host.hosts(str(endpoint.arn)):
-        if operation == "invocations":
-            return None  # moto's canned InvokeEndpoint, as without a hosting
         return operation, _validation(f"Endpoint {name} runs no container of the local hosting: cannot stream.")
     sagemaker.settle(endpoint)
     return operation, _route(host, endpoint, environ.get("HTTP_X_AMZN_SAGEMAKER_TARGET_VARIANT"), region, account)
+
+
+#: What the stand-in answers instead of a model's words.
+STANDIN_TEXT = "[emulated endpoint: no container runs here; this answer only names the model's MODEL_VERSION]"
+
+
+def _standin(
+    endpoint: FakeEndpoint, target_variant: str | None, region: str, account: str
+) -> tuple[str, Response] | None:
+    """``InvokeEndpoint`` of an endpoint no container serves (see the module docstring); ``None``: moto's answer."""
+    sagemaker.settle(endpoint)
+    name = endpoint.endpoint_name
+    if endpoint.endpoint_status not in ("InService", "Updating"):
+        return "invocations", _validation(f"Endpoint {name} of account {account} is {endpoint.endpoint_status}.")
+    variant = _choose_variant(endpoint, target_variant)
+    if isinstance(variant, Response):
+        return "invocations", variant
+    backend = sagemaker_backends[account][region]
+    config = backend.endpoint_configs.get(endpoint.endpoint_config_name)  # while Updating, the old config serves
+    spec = next((v for v in (config.production_variants if config else []) if v["VariantName"] == variant), None)
+    model = backend._models.get(str(spec["ModelName"])) if spec else None
+    environment = ((model.primary_container if model else None) or {}).get("Environment") or {}
+    version = environment.get(MODEL_VERSION)
+    if not version:
+        return None
+    answer = {
+        "object": "chat.completion",
+        "model": str(spec["ModelName"]) if spec else name,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": STANDIN_TEXT}, "finish_reason": "stop"}],
+        "backend": {"version": version, "adapter": None},
+    }
+    headers = {
+        "x-Amzn-Invoked-Production-Variant": variant,
+        "Content-Type": "application/json",
+        "X-Amzn-SageMaker-Custom-Attributes": f"backend_version={version}",
+    }
+    return "invocations", Response(json.dumps(answer), 200, headers)
 
 
 def _route(

@@ -13,6 +13,7 @@ import boto3
 
 from devtools import rollout_workflow as wf
 from fleetops.aws.audit_table import AuditTable
+from fleetops.model_contract import ModelContract
 from fleetops.rollout.plan import Pointer, parse_request
 from tests.integration.workflows.conftest import HEALTHY, rollout_request
 
@@ -40,6 +41,16 @@ def serving() -> Pointer:
         previous_version="v6",
     )
     boto3.client("ssm").put_parameter(Name=PARAMETER, Value=pointer.to_json(), Type="String", Overwrite=True)
+    # The fixture's model is that release's build: its answers name its version, as a rollback checks.
+    sagemaker = boto3.client("sagemaker")
+    image = sagemaker.describe_model(ModelName="manga-chat-v6-model")["PrimaryContainer"]["Image"]
+    sagemaker.delete_model(ModelName="manga-chat-v6-model")
+    contract = ModelContract(endpoint_name=wf.ENDPOINT, variant_name=wf.PRIMARY, model_version=model["version"])
+    sagemaker.create_model(
+        ModelName="manga-chat-v6-model",
+        ExecutionRoleArn=wf.ROLE,
+        PrimaryContainer={"Image": image, "Environment": contract.environment()},
+    )
     return pointer
 
 

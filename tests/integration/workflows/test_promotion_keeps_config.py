@@ -20,6 +20,7 @@ import pytest
 
 from devtools import rollout_workflow as wf
 from devtools.emulator_extensions import sagemaker as emulated_sagemaker
+from fleetops.model_contract import ModelContract
 from tests.integration.workflows.conftest import HEALTHY, rollout_request
 
 CONFIG = "manga-chat-v6-config"
@@ -63,7 +64,13 @@ def create_whole_endpoint(instance_type: str = wf.INSTANCE_TYPE, instance_count:
     sagemaker.create_model(
         ModelName="manga-chat-v6-model",
         ExecutionRoleArn=wf.ROLE,
-        PrimaryContainer={"Image": f"{wf.IMAGE_REPOSITORY}:v6"},
+        PrimaryContainer={
+            "Image": f"{wf.IMAGE_REPOSITORY}:v6",
+            # The model contract, as every model the project creates carries it: answers name v6.
+            "Environment": ModelContract(
+                endpoint_name=wf.ENDPOINT, variant_name=wf.PRIMARY, model_version="v6"
+            ).environment(),
+        },
     )
     primary: Any = {
         "VariantName": wf.PRIMARY,

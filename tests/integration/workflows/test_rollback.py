@@ -19,10 +19,12 @@ from devtools.emulator_extensions import sagemaker as emulated_sagemaker
 from devtools.lambda_dispatch import load_handler_module
 from fleetops.aws.audit_table import AuditTable
 from fleetops.aws.lease import EndpointLease
+from fleetops.model_contract import ModelContract
 from tests.integration.workflows.conftest import HEALTHY, rollout_request
 
 OLD_CONFIG = "manga-chat-v6-config"
 NEW_CONFIG = "manga-chat-v7-canary"
+PROMOTED_CONFIG = "manga-chat-v7-final"
 POINTER = f"{wf.POINTER_PREFIX}/{wf.ENDPOINT}"
 #: What the alarm responder sends on a canary alarm (fleetops.remediation.rollback_workflow): no target, abort_only.
 RESPONDER_ROLLBACK = {
@@ -155,6 +157,76 @@ def test_operator_rollback_without_a_target_uses_the_model_pointer(rollout: wf.R
     assert wait_in_service()["EndpointConfigName"] == OLD_CONFIG
     restored = json.loads(boto3.client("ssm").get_parameter(Name=POINTER)["Parameter"]["Value"])
     assert (restored["endpoint_config_name"], restored["version"]) == (OLD_CONFIG, "v6")
+    # It checked itself before restoring the pointer: every answer named v6, nobody was paged.
+    history = wf.state_history(result["executionArn"])
+    assert history.index("Verify") < history.index("RestorePointer"), history
+    assert wf.pages(rollout, wait_s=1) == []
+
+
+def test_a_rollback_whose_answers_name_another_version_pages_and_fails_with_the_reason(
+    rollout: wf.RolloutWorkflow,
+) -> None:
+    """v6's model was deleted and recreated under its name with another build (MODEL_VERSION v6-hotfix), so
+    putting v6's config back brings that build: the answers name v6-hotfix, not v6, the release the pointer says
+    is restored. The on-call is paged, the execution fails with the reason, the pointer is left alone."""
+    promoted_pointer = promoted_v7()
+    sagemaker = boto3.client("sagemaker")
+    sagemaker.delete_model(ModelName="manga-chat-v6-model")
+    hotfix = ModelContract(endpoint_name=wf.ENDPOINT, variant_name=wf.PRIMARY, model_version="v6-hotfix")
+    sagemaker.create_model(
+        ModelName="manga-chat-v6-model",
+        ExecutionRoleArn=wf.ROLE,
+        PrimaryContainer={"Image": f"{wf.IMAGE_REPOSITORY}:v6-hotfix", "Environment": hotfix.environment()},
+    )
+
+    result = wf.wait(wf.start(rollout.rollback_arn, rollback_input(rollback_id="ops-13"), name="ops-13"), timeout_s=60)
+
+    assert (result["status"], result["error"]) == ("FAILED", "RollbackNotVerified"), result
+    assert "back on manga-chat-v6-config, but 5 of 5 answers do not name v6" in result["cause"], result["cause"]
+    assert "5 named v6-hotfix" in result["cause"], result["cause"]
+    [page] = wf.pages(rollout, wait_s=2)
+    assert page["Subject"] == "PAGE: rollback of manga-chat not verified"
+    assert "ops-13" in page["Message"] and "5 named v6-hotfix" in page["Message"], page["Message"]
+    assert "Rollback FAILED: operator action needed" in [n["Subject"] for n in wf.notifications(rollout, wait_s=2)]
+    history = wf.state_history(result["executionArn"])
+    assert "RestorePointer" not in history and "GiveLeaseBack" in history, history
+    pointer = json.loads(boto3.client("ssm").get_parameter(Name=POINTER)["Parameter"]["Value"])
+    assert pointer == promoted_pointer
+    [record] = AuditTable(rollout.audit_table).list(wf.ENDPOINT)
+    assert record.outcome == "failed" and record.reason.startswith("RollbackNotVerified: endpoint manga-chat is back")
+    assert lease_row(rollout) is None
+
+
+def promoted_v7() -> dict[str, Any]:
+    """The endpoint as a promotion leaves it: v7 alone on its final config, the pointer naming v6 before it."""
+    contract = ModelContract(endpoint_name=wf.ENDPOINT, variant_name=wf.PRIMARY, model_version="v7")
+    sagemaker = boto3.client("sagemaker")
+    sagemaker.create_model(
+        ModelName="manga-chat-v7-final-model",
+        ExecutionRoleArn=wf.ROLE,
+        PrimaryContainer={"Image": f"{wf.IMAGE_REPOSITORY}:v7", "Environment": contract.environment()},
+    )
+    variant: Any = {
+        "VariantName": wf.PRIMARY,
+        "ModelName": "manga-chat-v7-final-model",
+        "InstanceType": wf.INSTANCE_TYPE,
+        "InitialInstanceCount": 2,
+        "InitialVariantWeight": 1.0,
+    }
+    sagemaker.create_endpoint_config(EndpointConfigName=PROMOTED_CONFIG, ProductionVariants=[variant])
+    sagemaker.update_endpoint(EndpointName=wf.ENDPOINT, EndpointConfigName=PROMOTED_CONFIG)
+    wait_in_service()
+    pointer = {
+        "model": "manga-llama",
+        "version": "v7",
+        "sagemaker_model": "manga-chat-v7-final-model",
+        "endpoint_config_name": PROMOTED_CONFIG,
+        "rollout_id": "v7",
+        "previous_endpoint_config_name": OLD_CONFIG,
+        "previous_version": "v6",
+    }
+    boto3.client("ssm").put_parameter(Name=POINTER, Value=json.dumps(pointer), Type="String", Overwrite=True)
+    return pointer
 
 
 def test_rollback_without_target_or_pointer_fails_with_a_clear_error_and_changes_nothing(
@@ -229,11 +301,12 @@ def test_a_rollback_aborts_a_running_rollout_that_holds_the_lease(rollout: wf.Ro
     with wf.traffic(canary=HEALTHY, primary=HEALTHY):
         # Through the request URL, as a person starts it: an approval needs the request it records.
         execution = wf.start_rollout(request)
-        wf.approval_link(rollout, "approve", execution)  # the rollout now waits for a person, canary at 25 %
+        # The 25 % step asks its approval before its weights change: the rollout waits for a person, canary at 5 %.
+        wf.approval_link(rollout, "approve", execution)
     lease = EndpointLease(rollout.lease_table).current(wf.ENDPOINT)
     assert lease is not None and lease.holder == "canary_rollout/llama-q4-v7"
     assert lease.execution_arn == execution and lease.return_config == OLD_CONFIG
-    assert wf.canary_weight() == 25.0
+    assert wf.canary_weight() == 5.0
 
     result = wf.wait(wf.start(rollout.rollback_arn, RESPONDER_ROLLBACK, name="oom-canary-1"), timeout_s=60)
 
