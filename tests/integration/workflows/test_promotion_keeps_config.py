@@ -176,10 +176,11 @@ def test_a_promotion_during_a_scale_out_keeps_the_instances_serving_then(whole: 
     assert promoted["status"] == "SUCCEEDED", promoted
     # The canary config was built at the start, from the 2 instances serving then ...
     assert described("manga-chat-llama-q4-v7-canary")[1]["primary"]["InitialInstanceCount"] == 2
-    # ... the promoted one at promotion, after autoscaling had raised the primary to 5: it keeps the 5.
-    assert described("manga-chat-llama-q4-v7-final")[1]["primary"]["InitialInstanceCount"] == 5
+    # ... the promoted one at promotion, after autoscaling had raised the primary to 5 and the rollout had grown it
+    # to what served users (the 5 and the canary's 1, sized for 25 % of the 2 serving at the step): it keeps the 6.
+    assert described("manga-chat-llama-q4-v7-final")[1]["primary"]["InitialInstanceCount"] == 6
     [primary] = serving()["ProductionVariants"]
-    assert (primary["VariantName"], primary["CurrentInstanceCount"]) == (wf.PRIMARY, 5)
+    assert (primary["VariantName"], primary["CurrentInstanceCount"]) == (wf.PRIMARY, 6)
 
 
 def test_a_canary_on_another_instance_type_than_the_primary_is_refused_with_the_reason(

@@ -31,8 +31,9 @@ def endpoint_config() -> str:
 
 
 def waiting_at_25_percent(rollout: wf.RolloutWorkflow) -> tuple[str, str]:
-    """A rollout that has set 5 % then 25 % and waits for a person at 25 %; its execution and approval link."""
-    request = rollout_request(steps=[5, 25, 100], approval_steps=[25])
+    """A rollout that has set 5 % then 25 % and waits for a person before the promotion, with users at 25 %; its
+    execution and approval link."""
+    request = rollout_request(steps=[5, 25, 100], approval_steps=[100])
     execution = wf.start_rollout(request)
     link = wf.approval_link(rollout, "approve", execution)
     assert wf.canary_weight() == 25.0

@@ -150,13 +150,19 @@ def path_allowed(every: dict[str, Any], order: list[str]) -> None:
 def test_a_step_asks_its_approval_then_sizes_its_instances_then_moves_users() -> None:
     every = states("canary_rollout.asl.json")
     # A canary step that needs a person: asked before anything of the step changes; the canary sized to the
-    # step's weight and serving before the weights move; bake and analysis after.
+    # step's weight (kill switch and lease checked first) and serving before the weights move; bake and analysis
+    # after.
     canary_step = [
         "LoadStep",
         "NeedsApproval?",
         "RequestApproval",
         "VerifyApproval",
         "Promotion?",
+        "GuardSize",
+        "ReadKillSwitch",
+        "KillSwitch?",
+        "CheckLease",
+        "GuardThen",
         "SizeCanary",
         "StartCapacityPoll",
         "CapacityReady?",
@@ -189,6 +195,11 @@ def test_a_step_asks_its_approval_then_sizes_its_instances_then_moves_users() ->
         "RequestApproval",
         "VerifyApproval",
         "Promotion?",
+        "GuardGrow",
+        "ReadKillSwitch",
+        "KillSwitch?",
+        "CheckLease",
+        "GuardThen",
         "GrowPrimary",
         "StartCapacityPoll",
         "CapacityReady?",
@@ -206,7 +217,9 @@ def test_a_step_asks_its_approval_then_sizes_its_instances_then_moves_users() ->
     into = {name: {n for n, s in every.items() if name in next_states(s)} for name in every}
     assert into["SetWeights"] == {"GuardThen"} and into["GuardWeights"] == {"CapacityReady?"}
     assert into["RequestApproval"] == {"NeedsApproval?"} and into["NeedsApproval?"] == {"LoadStep"}
-    assert into["SizeCanary"] == {"Promotion?"} and into["GrowPrimary"] == {"Promotion?"}
+    # Instances change under the same guard as weights: the kill switch, then the lease's fencing token.
+    assert into["SizeCanary"] == {"GuardThen"} and into["GrowPrimary"] == {"GuardThen"}
+    assert into["GuardSize"] == {"Promotion?"} and into["GuardGrow"] == {"Promotion?"}
     assert into["GuardPromote"] == {"CapacityReady?"} and into["Promote"] == {"ReleaseCanaryTarget"}
     assert into["Promotion?"] == {"NeedsApproval?", "VerifyApproval"}
     assert {c["Next"] for c in every["Verdict"]["Choices"]} == {"Advance", "CanExtend?"}
