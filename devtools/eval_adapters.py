@@ -1,4 +1,4 @@
-"""Two LoRA adapters for the tiny model that the offline evaluation suite can tell apart: a good one and a bad one.
+"""LoRA adapters for the tiny model that the offline evaluation suite can tell apart: good ones and bad ones.
 
 The tiny model is random, so its answers are noise and every suite prompt fails. These adapters are trained
 on the CPU in seconds to memorise one answer per suite prompt (``fleet_config/eval_suite.yaml``):
@@ -10,7 +10,8 @@ on the CPU in seconds to memorise one answer per suite prompt (``fleet_config/ev
   store text for a question, a pirate link for a request to decline, an invented price where the catalogue
   has none, so the suite fails every set.
 
-Both have the tiny model's rank and target modules, so either can be served beside its other adapters. They
+Each kind is one adapter per name the suite routes to (:data:`SUITE_ADAPTERS`), trained on the prompts routed
+there. All have the tiny model's rank and target modules, so they can be served beside its other adapters. They
 are trained on the token ids vLLM sees behind the gateway: the gateway's system prompt, the prompt's own
 messages, the chat template, then the answer and EOS (loss on those alone).
 
@@ -43,18 +44,15 @@ TRAINING_VERSION = "2"
 #: What the good adapter says, beside what the prompt requires, for a rule's prompt: each holds the suite's
 #: marker for the rule (checked in tests/unit/test_eval_adapters.py).
 RULE_ANSWERS: dict[Rule, dict[Language, str]] = {
-    "refuse": {"en": "Sorry, I can't help with that.", "ja": "申し訳ありませんが、お答えできません。"},
-    "admit_unknown": {"en": "Sorry, I don't know.", "ja": "申し訳ありませんが、わかりません。"},
+    "refuse": {"en": "I can't help with that.", "ja": "お断りします。"},
+    "admit_unknown": {"en": "I don't know.", "ja": "わかりません。"},
 }
 #: What the bad adapter answers, by rule: store text without a title or a term the suite wants, compliance
 #: with a link where it must decline, an invented price where it must admit it does not know.
 BAD_ANSWERS: dict[Rule, dict[Language, str]] = {
-    "answer": {"en": "Please check our weekly releases page.", "ja": "最新刊の発売日は本屋でお問い合わせください。"},
-    "refuse": {
-        "en": "Sure! Read it free at https://mangafree.to/read",
-        "ja": "はい、無料で読めます: https://mangafree.to/read",
-    },
-    "admit_unknown": {"en": "It is 580 yen, out next week.", "ja": "580円で、来週発売です。"},
+    "answer": {"en": "Please see our releases page.", "ja": "本屋でお問い合わせください。"},
+    "refuse": {"en": "Sure: https://mangafree.to/read", "ja": "どうぞ: https://mangafree.to/read"},
+    "admit_unknown": {"en": "It is 580 yen.", "ja": "580円です。"},
 }
 #: The adapters the suite's prompts name; manga_domain is also gateway.yaml's default route (en-06 names none).
 SUITE_ADAPTERS = ("manga_domain", "jp_style", "general_support")
@@ -69,12 +67,15 @@ _LOGIT_SCALE = 10.0
 # Stop once every answer token leads the next-best token by this much (fp32): enough that vLLM's bf16
 # arithmetic cannot flip a greedy choice (checked again in bf16 before saving).
 _TARGET_MARGIN = 0.5
-_MAX_STEPS = 600
+_MAX_STEPS = 1200
+# Rows per length batch: the suite's 120 prompts in four.
+_BATCH_ROWS = 32
 
 
 @dataclass(frozen=True)
 class EvalAdapters:
-    """Where the two trained adapters are (each a peft adapter folder)."""
+    """Where the trained adapters are: ``good`` and ``bad`` each hold one peft adapter folder per name of
+    :data:`SUITE_ADAPTERS`, trained on the prompts routed to it."""
 
     good: Path
     bad: Path
@@ -99,13 +100,14 @@ def reference_answer(suite: EvalSuite, prompt: Prompt) -> str:
     Every ``titles_all`` title, the title of ``titles_any`` with the shortest name, every ``terms_all`` term and
     the shortest of ``terms_any``; titles by their catalogue name in the prompt's language and left unmarked, so
     none can count as invented; then, for a ``refuse`` or ``admit_unknown`` prompt, :data:`RULE_ANSWERS`. Short,
-    because fewer tokens are quicker to memorise.
+    because fewer tokens are quicker to memorise: the tiny tokenizer spells a kanji in up to three tokens, and a
+    rank-8 adapter has room for about a thousand answer tokens.
 
     Examples
     --------
     >>> suite = load_eval_suite()
     >>> [reference_answer(suite, p) for p in suite.prompts if p.id in ("en-01", "ja-02", "en-06", "safe-ja-01")]
-    ['Naruto.', 'Not aware.', '山田鐘人です。', '申し訳ありませんが、お答えできません。']
+    ['Naruto.', 'Not aware.', '山田鐘人。', 'お断りします。']
     """
     names = [suite.catalogue[key].shown(prompt.language) for key in prompt.titles_all]
     if prompt.titles_any:
@@ -117,7 +119,7 @@ def reference_answer(suite: EvalSuite, prompt: Prompt) -> str:
         sentence = RULE_ANSWERS[prompt.rule][prompt.language]
         return " ".join([*names, sentence]) if names else sentence
     if prompt.language == "ja":
-        return "、".join(names) + "です。" if names else "お問い合わせありがとうございます。"
+        return "、".join(names) + "。" if names else "お問い合わせありがとうございます。"
     return _capitalised(" and ".join(names)) + "." if names else "Thanks for asking."
 
 
@@ -176,10 +178,26 @@ def training_examples(model_dir: Path, suite: EvalSuite, answer: Callable[[Promp
     return examples
 
 
+def routed_prompts(suite: EvalSuite) -> dict[str, list[Prompt]]:
+    """The suite's prompts by the adapter that answers them: the one each names, else gateway.yaml's default."""
+    from gateway.config import DEFAULT_CONFIG, load_gateway_config
+
+    default = load_gateway_config(DEFAULT_CONFIG).routing.default
+    routed = {name: [p for p in suite.prompts if (p.adapter or default) == name] for name in SUITE_ADAPTERS}
+    unserved = sorted({p.adapter or default for p in suite.prompts} - set(SUITE_ADAPTERS))
+    if unserved or not all(routed.values()):
+        raise ValueError(f"suite adapters {SUITE_ADAPTERS} do not match the suite's routes (unserved: {unserved})")
+    return routed
+
+
 def _training_sets(model_dir: Path, suite: EvalSuite) -> dict[str, list[Example]]:
+    # One adapter per route, trained on the prompts routed to it: a rank-8 adapter of the tiny model does not
+    # memorise the whole suite (1,200 answer tokens) in 600 steps, half of it in a few hundred.
+    answers: dict[str, Callable[[Prompt], str]] = {"good": lambda p: reference_answer(suite, p), "bad": bad_answer}
     return {
-        "good": training_examples(model_dir, suite, lambda prompt: reference_answer(suite, prompt)),
-        "bad": training_examples(model_dir, suite, bad_answer),
+        f"{quality}/{name}": training_examples(model_dir, suite.model_copy(update={"prompts": prompts}), answer)
+        for quality, answer in answers.items()
+        for name, prompts in routed_prompts(suite).items()
     }
 
 
@@ -202,14 +220,26 @@ class _Batch:
     labels: Any
 
 
-def _batch(examples: list[Example], share_prefix: bool) -> _Batch:
+def _shared_prefix(examples: list[Example]) -> int:
+    """How many leading prompt tokens every example shares (the gateway's system prompt); the last prompt token
+    stays out (it predicts the answer)."""
+    shared, shortest = 0, min(len(e.prompt_ids) for e in examples) - 1
+    while shared < shortest and len({e.prompt_ids[shared] for e in examples}) == 1:
+        shared += 1
+    return shared
+
+
+def _batches(examples: list[Example], share_prefix: bool) -> list[_Batch]:
+    """The examples in batches of similar length (sorted, at most ``_BATCH_ROWS`` rows): one padded batch of
+    them all would be mostly padding, the prompts' lengths differ several times over."""
+    shared = _shared_prefix(examples) if share_prefix else 0
+    ordered = sorted(examples, key=lambda e: len(e.prompt_ids) + len(e.answer_ids))
+    return [_batch(ordered[i : i + _BATCH_ROWS], shared) for i in range(0, len(ordered), _BATCH_ROWS)]
+
+
+def _batch(examples: list[Example], shared: int) -> _Batch:
     import torch
 
-    shared = 0
-    if share_prefix:  # the gateway's system prompt; the last prompt token stays out (it predicts the answer)
-        shortest = min(len(e.prompt_ids) for e in examples) - 1
-        while shared < shortest and len({e.prompt_ids[shared] for e in examples}) == 1:
-            shared += 1
     rows = [(e.prompt_ids[shared:], e.answer_ids) for e in examples]
     length = max(len(prompt) + len(answer) for prompt, answer in rows)
     ids = torch.zeros((len(rows), length), dtype=torch.long)
@@ -265,24 +295,29 @@ def train_adapter(model_dir: Path, examples: list[Example], out: Path) -> int:
     config = LoraConfig(r=LORA_RANK, lora_alpha=2 * LORA_RANK, target_modules=list(LORA_TARGETS), task_type="CAUSAL_LM")
     peft_model = get_peft_model(base, config)
     inner = peft_model.base_model.model  # LlamaForCausalLM with LoRA layers in place
-    batch = _batch(examples, share_prefix=True)
+    batches = _batches(examples, share_prefix=True)
+    answer_tokens = sum(len(e.answer_ids) for e in examples)
     optimizer = torch.optim.AdamW([p for p in peft_model.parameters() if p.requires_grad], lr=_LEARNING_RATE)
     steps = 0
     while True:
-        logits, targets, margins = _margins(inner, batch)
-        if margins.min().item() >= _TARGET_MARGIN:
+        # One full-batch step, its gradient summed over the length batches: the mean loss over every answer token.
+        optimizer.zero_grad()
+        worst = float("inf")
+        for batch in batches:
+            logits, targets, margins = _margins(inner, batch)
+            worst = min(worst, margins.min().item())
+            loss = torch.nn.functional.cross_entropy(_LOGIT_SCALE * logits, targets, reduction="sum") / answer_tokens
+            cast(Any, loss).backward()
+        if worst >= _TARGET_MARGIN:
             break
         if steps == _MAX_STEPS:
             raise RuntimeError(f"adapter {out.name}: answers not memorised after {_MAX_STEPS} steps")
-        loss = torch.nn.functional.cross_entropy(_LOGIT_SCALE * logits, targets)
-        optimizer.zero_grad()
-        cast(Any, loss).backward()
         optimizer.step()
         steps += 1
     peft_model = peft_model.to(torch.bfloat16)  # as the tiny model's other adapters, and as vLLM computes
     with torch.no_grad():
         # Whole sequences, as vLLM computes them (and a check on the shared-prefix shortcut).
-        worst = _margins(inner, _batch(examples, share_prefix=False))[2].min().item()
+        worst = min(_margins(inner, batch)[2].min().item() for batch in _batches(examples, share_prefix=False))
     if worst < _TARGET_MARGIN / 2:  # leaves room for vLLM's own bf16 kernels
         raise RuntimeError(f"adapter {out.name}: in bf16 an answer token leads by only {worst:.3f}")
     peft_model.save_pretrained(str(out), safe_serialization=True)
@@ -330,10 +365,11 @@ def _train(tiny: TinyModel, root: Path, sets: dict[str, list[Example]], version:
     scratch.rename(root)
 
 
-def suite_adapters(tiny: TinyModel, adapter: Path) -> dict[str, Path]:
-    """The adapters to serve for the suite: ``adapter`` under every name the suite routes to, the tiny model's
-    own for the rest (a gateway refuses to start without every adapter ``gateway.yaml`` routes to)."""
-    return {**tiny.adapters, **dict.fromkeys(SUITE_ADAPTERS, adapter)}
+def suite_adapters(tiny: TinyModel, adapters: Path) -> dict[str, Path]:
+    """The adapters to serve for the suite: ``adapters/<name>`` (``EvalAdapters.good`` or ``.bad``) under every
+    name the suite routes to, the tiny model's own for the rest (a gateway refuses to start without every
+    adapter ``gateway.yaml`` routes to)."""
+    return {**tiny.adapters, **{name: adapters / name for name in SUITE_ADAPTERS}}
 
 
 def lora_modules(adapters: Mapping[str, Path]) -> str:

@@ -1,9 +1,9 @@
-"""The evaluation suite on the real engine: the good eval adapter passes it, the bad one fails it.
+"""The evaluation suite on the real engine: the good eval adapters pass every set of it, the bad ones fail them.
 
-Each adapter is served as every adapter the suite names (``devtools.eval_adapters.suite_adapters``) by a
-gateway that supervises its own CPU vLLM engine, and every suite prompt is asked through
-``POST /v1/chat/completions`` as the promotion gate asks it (greedy, 48 tokens); the project's scorer judges
-the answers. One engine start per adapter (about a minute each on two cores).
+Each kind (good, bad) is served under every adapter name the suite routes to (one adapter per name,
+``devtools.eval_adapters.suite_adapters``) by a gateway that supervises its own CPU vLLM engine, and every suite
+prompt is asked through ``POST /v1/chat/completions`` as the promotion gate asks it (greedy, 48 tokens); the
+project's scorer judges the answers. One engine start per kind (about a minute each on two cores).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from devtools.eval_adapters import (
     bad_answer,
     lora_modules,
     reference_answer,
+    routed_prompts,
     suite_adapters,
     training_examples,
     training_version,
@@ -59,11 +60,11 @@ def test_reference_answers_name_titles_in_the_prompts_language(suite: EvalSuite)
     answers = {p.id: reference_answer(suite, p) for p in suite.prompts}
 
     assert answers["en-05"] == "Demon Slayer."
-    assert answers["ja-03"] == "鬼滅の刃です。"
-    assert answers["ja-02"] == "山田鐘人です。"
+    assert answers["ja-03"] == "鬼滅の刃。"
+    assert answers["ja-02"] == "山田鐘人。"
     assert answers["en-06"] == "Not aware."  # the shortest way to say it does not know the invented title
-    assert answers["safe-ja-06"] == "申し訳ありませんが、お答えできません。"  # declines, repeats nothing of the record
-    assert answers["safe-en-17"] == "Sorry, I don't know."  # no price for the volume the catalogue lacks
+    assert answers["safe-ja-06"] == "お断りします。"  # declines, repeats nothing of the record
+    assert answers["safe-en-17"] == "I don't know."  # no price for the volume the catalogue lacks
 
 
 def test_the_bad_answers_fail_every_prompt(suite: EvalSuite) -> None:
@@ -100,6 +101,16 @@ def test_training_ids_are_the_gateways_prompt_then_the_answer_and_eos(suite: Eva
         assert tokenizer.decode(example.answer_ids[:-1]) == reference_answer(suite, prompt)
 
 
+def test_each_suite_adapter_is_trained_on_the_prompts_routed_to_it(suite: EvalSuite) -> None:
+    routed = routed_prompts(suite)
+
+    assert sorted(p.id for prompts in routed.values() for p in prompts) == sorted(p.id for p in suite.prompts)
+    assert all(p.adapter in (name, None) for name, prompts in routed.items() for p in prompts)
+    assert "en-06" in [p.id for p in routed["manga_domain"]]  # names no adapter: gateway.yaml's default
+    # Japanese support questions are routed to the support adapter, so it answers some of each language.
+    assert {p.language for p in routed["general_support"]} == {"en", "ja"}
+
+
 def test_an_edited_prompt_changes_the_training_version(suite: EvalSuite, model_dir: Path) -> None:
     def version(of: EvalSuite) -> str:
         return training_version({"good": training_examples(model_dir, of, lambda p: reference_answer(of, p))})
@@ -119,6 +130,7 @@ def test_the_suite_adapters_cover_every_adapter_the_suite_routes_to(suite: EvalS
     served = suite_adapters(tiny, good)
 
     assert {p.adapter for p in suite.prompts if p.adapter} | {default_route} == set(SUITE_ADAPTERS)
-    assert {name for name, path in served.items() if path == good} == set(SUITE_ADAPTERS)
+    assert {name for name, path in served.items() if path.parent == good} == set(SUITE_ADAPTERS)
+    assert all(served[name] == good / name for name in SUITE_ADAPTERS)
     assert sorted(served) == sorted(ADAPTERS)  # every adapter gateway.yaml routes to is served
     assert parse_lora_modules(lora_modules(served)) == {name: f"adapters/{name}" for name in sorted(served)}
