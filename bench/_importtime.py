@@ -35,8 +35,9 @@ _PROBE = """
 import importlib.util, sys, time
 path = sys.argv[1]
 start = time.perf_counter()
-spec = importlib.util.spec_from_file_location("handler_under_test", path)
+spec = importlib.util.spec_from_file_location("app", path)
 module = importlib.util.module_from_spec(spec)
+sys.modules["app"] = module  # as `import app` (Lambda's handler "app.lambda_handler") registers it
 spec.loader.exec_module(module)
 print(time.perf_counter() - start)
 """

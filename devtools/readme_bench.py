@@ -86,6 +86,11 @@ class Row:
         return f"| `{self.bench}` | {headline} | {self.target} |"
 
 
+def _best_handler_import(figures: Mapping[str, Figure]) -> dict[str, Figure]:
+    ratios = [v for k, v in figures.items() if k.startswith("handler_import_ratio__") and not k.endswith("__worst")]
+    return {"best_handler_import_ratio": Figure(min(ratios))}
+
+
 def _best_project_gpu_hours(figures: Mapping[str, Figure]) -> dict[str, Figure]:
     prefix = "gpu_hours_project_vs_oracle__"
     scenarios = [v for k, v in figures.items() if k.startswith(prefix) and k != f"{prefix}worst"]
@@ -116,9 +121,12 @@ def _canary_over_slo(figures: Mapping[str, Figure]) -> dict[str, Figure]:
 BENCH_ROWS = (
     Row(
         "handler_import",
-        "`handler_import_ratio` {handler_import_ratio} (the pre-scaler's cold import, {handler_import_ms:.0f} ms, "
-        "vs a bare Powertools handler's {bare_powertools_import_ms:.0f} ms; medians of {samples} fresh interpreters)",
-        "≤ 1.5",
+        "every function of `template.yaml` imported as deployed (Python 3.13, the layer's locked packages) vs a "
+        "bare Powertools handler's {bare_powertools_import_ms:.0f} ms: `handler_import_ratio__worst` "
+        "{handler_import_ratio__worst} (best {best_handler_import_ratio}; medians of {samples} fresh interpreters "
+        "each)",
+        "≤ 1.3 each",
+        _best_handler_import,
     ),
     Row(
         "alarm_to_action",
