@@ -5,9 +5,9 @@ tiny model). Then, with users asking all along:
 
 1. v2 ships with one more LoRA adapter: canary at 50 %, analysed on what its gateway emitted, promoted.
 2. v3 ships with an export that lost the Japanese tokens. The bake sees English traffic and passes; the rollout
-   waits for a person at 50 %; Japanese readers arrive, the canary's engine dies on their prompts, the gateway
-   answers with its fallback, the canary's alarms breach, and the alarm responder's rollback takes the rollout's
-   lease, aborts it and puts the canary at weight 0.
+   waits for a person to approve its promotion, users at 50 %; Japanese readers arrive, the canary's engine dies
+   on their prompts, the gateway answers with its fallback, the canary's alarms breach, and the alarm responder's
+   rollback takes the rollout's lease, aborts it and puts the canary at weight 0.
 3. The Friday spike, played for real: a burst queues in vLLM on the small primary; the queue-depth alarm fires
    and the responder raises MinCapacity.
 

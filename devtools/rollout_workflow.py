@@ -418,8 +418,9 @@ def traffic(
         deadline = time.monotonic() + max_s
         while not stop.is_set() and time.monotonic() < deadline:
             load = canary(canary_weight(endpoint=endpoint)) if callable(canary) else canary
-            put_variant_metrics("canary", endpoint=endpoint, **load)
-            put_variant_metrics(PRIMARY, endpoint=endpoint, **primary)
+            # An ``endpoint`` in the per-interval arguments (as callers passed before this one) wins.
+            put_variant_metrics("canary", **({"endpoint": endpoint} | load))
+            put_variant_metrics(PRIMARY, **({"endpoint": endpoint} | primary))
             stop.wait(every_s)
 
     thread = threading.Thread(target=feed, name="traffic", daemon=True)

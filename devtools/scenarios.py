@@ -81,14 +81,15 @@ def _bad_on_canary(answer: Answer) -> bool:
 
 
 def broken_canary(system: LocalSystem, rollout_id: str = "v2-broken") -> BrokenCanaryOutcome:
-    """A canary whose export lost the Japanese tokens, while the rollout waits for approval at 50 %.
+    """A canary whose export lost the Japanese tokens, while the rollout waits for approval of its promotion with
+    users at 50 % (a step's approval is asked before its weights change).
 
     The bake sees English traffic only and passes; then Japanese readers arrive, the canary's engine core
     dies on their prompts, the gateway answers with its fallback and restarts the engine, the canary's alarms
     breach, the responder starts the rollback, which takes the rollout's lease and aborts it.
     """
     url = system.artifact(rollout_id, broken="vocab")
-    request = system.rollout_request(rollout_id, rollout_id, url, approval_steps=[50])
+    request = system.rollout_request(rollout_id, rollout_id, url, approval_steps=[100])
     with traffic(system, english):
         execution = wf.start(system.workflow.rollout_arn, request, name=rollout_id)
         wf.approval_link(system.workflow, "approve", execution, timeout_s=600)

@@ -42,7 +42,7 @@ def render_detail(detail: RolloutDetail) -> RenderableType:
     if pending is not None:
         parts.append(
             Text(
-                f"  waiting for approval at {pending.step_weight}% until {timefmt.utc(pending.expires_at)}\n"
+                f"  waiting for approval before {pending.step_weight}% until {timefmt.utc(pending.expires_at)}\n"
                 f"  decide: fleetctl rollout approve {detail.rollout.rollout_id}   |   "
                 f"fleetctl rollout reject {detail.rollout.rollout_id} --reason ...",
                 style="bold yellow",

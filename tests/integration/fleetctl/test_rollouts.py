@@ -67,7 +67,8 @@ def test_approve_promotes_and_rollback_returns_to_the_previous_model(stack, cli,
     with wf.traffic(canary=HEALTHY, primary=HEALTHY):
         started = cli("rollout", "start", request_file(tmp_path, "v7"), "--wait", "--timeout", "150")
         assert started.code == 0, started.err
-        assert "state RequestApproval" in started.out and "[5%*]" in started.out
+        # Asked before the first step moves anyone: no step is marked as where the canary is.
+        assert "state RequestApproval" in started.out and "steps 5%* → 100%*" in started.out
         assert "... rollout v7:" in started.err  # progress while it waited (plain lines when not a terminal)
 
         detail = cli("rollout", "status", "v7", "--json")
@@ -76,8 +77,9 @@ def test_approve_promotes_and_rollback_returns_to_the_previous_model(stack, cli,
         assert detail.json()["rollout"]["requested_by"] == alice.arn  # the signer
         assert "fleetctl rollout approve v7" in cli("rollout", "status", "v7").out
         shown = cli("status", "--json").json()
+        # No step set yet (the canary's weight is 0) while the first step waits for its approval.
         assert [(r["rollout_id"], r["step_weight"], r["waiting_for_approval"]) for r in shown["rollouts"]] == [
-            ("v7", 5, True)
+            ("v7", None, True)
         ]
 
         # The requester may not approve her own rollout: refused with the reason, nothing decided.
