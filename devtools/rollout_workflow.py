@@ -187,7 +187,12 @@ def deploy(core: CoreResources | None = None) -> RolloutWorkflow:
     rollback = create_state_machine(
         "rollback",
         ROLLBACK_ASL,
-        common | {"RollbackPlanFunctionArn": arns["rollback-plan"], "PagingTopicArn": paging},
+        common
+        | {
+            "RollbackPlanFunctionArn": arns["rollback-plan"],
+            "RolloutCapacityFunctionArn": arns["rollout-capacity"],
+            "PagingTopicArn": paging,
+        },
         sfn_role,
     )
     rollout = create_state_machine(

@@ -211,3 +211,34 @@ def test_a_step_the_canary_limit_cannot_size_is_refused_before_its_weights_chang
     assert [v["VariantName"] for v in described["ProductionVariants"]] == [wf.PRIMARY]
     # The canary's target went before the rollback removed the variant.
     assert canary_target(wf.ENDPOINT) == (None, [])
+
+
+def test_a_rollback_started_by_an_alarm_mid_rollout_releases_the_canarys_target_before_the_canary_goes(
+    rollout: wf.RolloutWorkflow,
+) -> None:
+    scale_primary(wf.ENDPOINT, 6)
+    request = rollout_request(steps=[5, 25, 100], approval_steps=[25])
+    with wf.traffic(canary=HEALTHY, primary=HEALTHY):
+        execution = wf.start_rollout(request)
+        wf.approval_link(rollout, "approve", execution)  # waits before 25 %, users at 5 % on a canary of 1
+    target, policies = canary_target(wf.ENDPOINT)
+    assert target is not None and target["MinCapacity"] == 1 and len(policies) == 1
+
+    # What the alarm responder starts on a canary alarm (fleetops.remediation.rollback_workflow).
+    responder = {
+        "endpoint_name": wf.ENDPOINT,
+        "rollback_id": "oom-canary-1",
+        "canary_variant_name": "canary",
+        "abort_only": True,
+        "reason": "OomCaught on the canary",
+        "requested_by": "alarm_responder",
+        "in_service": {"first_wait_seconds": 1, "max_wait_seconds": 1, "timeout_seconds": 10},
+    }
+    result = wf.wait(wf.start(rollout.rollback_arn, responder, name="oom-canary-1"), timeout_s=60)
+
+    assert result["status"] == "SUCCEEDED", result
+    history = wf.state_history(result["executionArn"])
+    assert history.index("ReleaseCanaryTarget") < history.index("RestoreConfig"), history
+    assert canary_target(wf.ENDPOINT) == (None, [])
+    described = boto3.client("sagemaker").describe_endpoint(EndpointName=wf.ENDPOINT)
+    assert [v["VariantName"] for v in described["ProductionVariants"]] == [wf.PRIMARY]

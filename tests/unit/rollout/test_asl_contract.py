@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -96,7 +97,7 @@ def ends_of_catch(every: dict[str, Any], target: str) -> set[str]:
 
 BEFORE_THE_LEASE = {"Validate", "CheckArtifact", "AuditPlanned", "AcquireLease"}
 AFTER_THE_PROMOTION = {"UpdatePointer", "RegisterVersion", "AuditPromoted", "NotifyPromoted", "PromotedWithWarnings"}
-CLEAN_UP = {"Rollback", "StartRollback", "ReleaseLease"}
+CLEAN_UP = {"Rollback", "ReleaseLease"}
 
 
 def test_every_rollout_failure_between_the_lease_and_the_promotion_rolls_back() -> None:
@@ -129,21 +130,26 @@ def test_every_rollout_failure_between_the_lease_and_the_promotion_rolls_back() 
     assert checked >= 10
 
 
-def test_rolling_back_releases_the_canarys_scalable_target_then_starts_the_rollback_whatever_the_release_answers() -> (
-    None
-):
-    every = states("canary_rollout.asl.json")
-    release = every["Rollback"]
+def test_a_rollback_releases_the_canarys_scalable_target_before_it_restores_the_config_whatever_that_answers() -> None:
+    every = states("rollback.asl.json")
+    into_restore = {name for name, state in every.items() if "RestoreConfig" in next_states(state)}
+    assert into_restore == {"CanaryTarget?", "ReleaseCanaryTarget"}
+    assert {c["Next"] for c in every["Action"]["Choices"]} >= {"CanaryTarget?"} and "RestoreConfig" not in {
+        c["Next"] for c in every["Action"]["Choices"]
+    }
+    assert every["CanaryTarget?"]["Choices"] == [
+        {"Variable": "$.next.step.canary_variant_name", "IsNull": False, "Next": "ReleaseCanaryTarget"}
+    ]
+    release = every["ReleaseCanaryTarget"]
     assert release["Parameters"]["Payload"]["action"] == "release"
-    assert release["Next"] == "StartRollback"
-    assert [c["Next"] for c in release["Catch"]] == ["StartRollback"]
-    assert release["Catch"][0]["ResultPath"] != "$.error"  # the rollback's reason stays the rollout's error
-    assert every["StartRollback"]["Resource"].startswith("arn:aws:states:::states:startExecution")
+    # Best effort: a failed release never keeps the canary serving.
+    assert [(c["ErrorEquals"], c["Next"]) for c in release["Catch"]] == [(["States.ALL"], "RestoreConfig")]
+    assert release["Catch"][0]["ResultPath"] != "$.error"
 
 
 def path_allowed(every: dict[str, Any], order: list[str]) -> None:
     """Each state of ``order`` can follow the one before (the poll loop's Continue routes by ``then``)."""
-    for here, there in zip(order, order[1:], strict=False):
+    for here, there in pairwise(order):
         assert there in next_states(every[here]), (here, there, next_states(every[here]))
 
 
@@ -225,9 +231,10 @@ def test_a_step_asks_its_approval_then_sizes_its_instances_then_moves_users() ->
     assert {c["Next"] for c in every["Verdict"]["Choices"]} == {"Advance", "CanExtend?"}
     # Users move to the canary only once its instances serve; the primary takes the new model once it is grown.
     ready = every["CapacityReady?"]["Choices"]
-    assert ready[0]["Next"] == "GuardWeights" and {"Variable": "$.capacity.ready", "BooleanEquals": True} in ready[0][
-        "And"
-    ]
+    assert (
+        ready[0]["Next"] == "GuardWeights"
+        and {"Variable": "$.capacity.ready", "BooleanEquals": True} in ready[0]["And"]
+    )
     assert {"Variable": "$.capacity.variant", "StringEqualsPath": "$.plan.canary_variant_name"} in ready[0]["And"]
     assert ready[1] == {"Variable": "$.capacity.ready", "BooleanEquals": True, "Next": "GuardPromote"}
     assert ends_of_catch(every, "CapacityTimeout") == {"Rollback"}

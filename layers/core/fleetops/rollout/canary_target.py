@@ -49,13 +49,13 @@ class CanaryTarget:
         return self._targets.get_target(endpoint_name, variant_name) is not None
 
     def hold(self, endpoint_name: str, canary: str, baseline: str, min_capacity: int, max_capacity: int) -> bool:
-        """Register (or resize) the canary's target; on its first registration copy the baseline's tracking.
+        """Register (or resize) the canary's target; while it has no target tracking, copy the baseline's.
 
         Returns whether the target was new.
         """
         new = not self.exists(endpoint_name, canary)
         self._targets.set_capacity(endpoint_name, canary, min_capacity, max_capacity)
-        if new:
+        if new or not self.target_tracking(endpoint_name, canary):
             for policy in self.target_tracking(endpoint_name, baseline):
                 self._call(
                     "put_scaling_policy",
