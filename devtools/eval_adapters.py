@@ -40,7 +40,7 @@ from devtools.tiny_model import LORA_RANK, LORA_TARGETS, VERSION, TinyModel, bui
 from fleetops.promotion.eval_suite import EvalSuite, Language, Prompt, Rule, load_eval_suite
 
 #: Bumped whenever training changes; the marker also holds a hash of everything trained on.
-TRAINING_VERSION = "2"
+TRAINING_VERSION = "3"
 #: What the good adapter says, beside what the prompt requires, for a rule's prompt: each holds the suite's
 #: marker for the rule (checked in tests/unit/test_eval_adapters.py).
 RULE_ANSWERS: dict[Rule, dict[Language, str]] = {
@@ -65,9 +65,12 @@ _LEARNING_RATE = 1e-2
 # stays high however right the argmax is; scaled, it works on the margin, which greedy decoding needs.
 _LOGIT_SCALE = 10.0
 # Stop once every answer token leads the next-best token by this much (fp32): enough that vLLM's bf16
-# arithmetic cannot flip a greedy choice (checked again in bf16 before saving).
-_TARGET_MARGIN = 0.5
-_MAX_STEPS = 1200
+# arithmetic cannot flip a greedy choice (checked again in bf16 before saving). 0.35, not 0.5: with 54 prompts
+# on one adapter the last tokens' lead crept from 0.37 at step 600 to 0.40 at 850 (measured, two runs), while
+# bf16 moves these logits by a few hundredths.
+_TARGET_MARGIN = 0.35
+_MAX_STEPS = 1500
+_DECAY_FROM, _DECAY_STEPS = 300, 500
 # Rows per length batch: the suite's 120 prompts in four.
 _BATCH_ROWS = 32
 
@@ -101,7 +104,7 @@ def reference_answer(suite: EvalSuite, prompt: Prompt) -> str:
     the shortest of ``terms_any``; titles by their catalogue name in the prompt's language and left unmarked, so
     none can count as invented; then, for a ``refuse`` or ``admit_unknown`` prompt, :data:`RULE_ANSWERS`. Short,
     because fewer tokens are quicker to memorise: the tiny tokenizer spells a kanji in up to three tokens, and a
-    rank-8 adapter has room for about a thousand answer tokens.
+    rank-8 adapter of the tiny model memorises only so many.
 
     Examples
     --------
@@ -191,8 +194,8 @@ def routed_prompts(suite: EvalSuite) -> dict[str, list[Prompt]]:
 
 
 def _training_sets(model_dir: Path, suite: EvalSuite) -> dict[str, list[Example]]:
-    # One adapter per route, trained on the prompts routed to it: a rank-8 adapter of the tiny model does not
-    # memorise the whole suite (1,200 answer tokens) in 600 steps, half of it in a few hundred.
+    # One adapter per route, trained on the prompts routed to it: on one rank-8 adapter of the tiny model the
+    # whole suite (1,200 answer tokens) still had a token behind after 560 steps (measured).
     answers: dict[str, Callable[[Prompt], str]] = {"good": lambda p: reference_answer(suite, p), "bad": bad_answer}
     return {
         f"{quality}/{name}": training_examples(model_dir, suite.model_copy(update={"prompts": prompts}), answer)
@@ -286,10 +289,23 @@ def train_adapter(model_dir: Path, examples: list[Example], out: Path) -> int:
         When it has not memorised every answer after ``_MAX_STEPS`` steps, or its lead shrinks below half in bf16.
     """
     import torch
+
+    torch.manual_seed(_SEED)
+    # One thread: on a shared two-core machine a second one mostly waits for the other's core (measured: 0.4 s
+    # a step with one, 2.5 s with two while other work ran); the caller's setting is restored below.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _train_adapter(model_dir, examples, out)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train_adapter(model_dir: Path, examples: list[Example], out: Path) -> int:
+    import torch
     from peft import LoraConfig, get_peft_model
     from transformers import LlamaForCausalLM
 
-    torch.manual_seed(_SEED)
     # fp32 copy of the bf16 weights (exact): clean gradients; the bf16 check below stands for vLLM.
     base = cast(Any, LlamaForCausalLM).from_pretrained(str(model_dir), dtype=torch.float32)
     config = LoraConfig(r=LORA_RANK, lora_alpha=2 * LORA_RANK, target_modules=list(LORA_TARGETS), task_type="CAUSAL_LM")
@@ -298,6 +314,11 @@ def train_adapter(model_dir: Path, examples: list[Example], out: Path) -> int:
     batches = _batches(examples, share_prefix=True)
     answer_tokens = sum(len(e.answer_ids) for e in examples)
     optimizer = torch.optim.AdamW([p for p in peft_model.parameters() if p.requires_grad], lr=_LEARNING_RATE)
+    # The full rate until most answers lead, then down to a tenth: at 1e-2 the last few tokens' leads creep
+    # (measured: 0.29 at step 450, 0.40 at 850, for 54 prompts) as each step overshoots.
+    decay = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: 1.0 if step < _DECAY_FROM else max(0.1, 1 - (step - _DECAY_FROM) / _DECAY_STEPS)
+    )
     steps = 0
     while True:
         # One full-batch step, its gradient summed over the length batches: the mean loss over every answer token.
@@ -313,6 +334,7 @@ def train_adapter(model_dir: Path, examples: list[Example], out: Path) -> int:
         if steps == _MAX_STEPS:
             raise RuntimeError(f"adapter {out.name}: answers not memorised after {_MAX_STEPS} steps")
         optimizer.step()
+        decay.step()
         steps += 1
     peft_model = peft_model.to(torch.bfloat16)  # as the tiny model's other adapters, and as vLLM computes
     with torch.no_grad():
