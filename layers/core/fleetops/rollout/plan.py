@@ -413,14 +413,15 @@ def lease_budget_seconds(request: RolloutRequest) -> int:
     ...     "canary": {"instance_type": "ml.g5.xlarge"},
     ...     "steps": [100], "bake_seconds": 600, "max_extensions": 0,
     ...     "approval": {"timeout_seconds": 3600, "heartbeat_seconds": 3600}}))
-    22560
+    26250
     """
     specs = request.step_specs()
     approvals = sum(bool(s.approval) for s in specs) * request.approval.timeout_seconds
     bakes = sum(s.bake_seconds or 0 for s in specs) * (1 + request.max_extensions)
     # The shadow phase: capture on, its seconds, capture off (two endpoint updates).
     shadow = request.shadow.seconds + 2 * sum(request.in_service.waits()) if request.shadow else 0
-    return approvals + bakes + shadow + (len(specs) + 3) * sum(request.in_service.waits()) + 3600
+    # Two waits a step (its instances, then its weights) and three more (canary, promotion, rollback).
+    return approvals + bakes + shadow + (2 * len(specs) + 3) * sum(request.in_service.waits()) + 3600
 
 
 def _split_weight(total: float, variants: tuple[VariantSnapshot, ...]) -> list[dict[str, Any]]:
