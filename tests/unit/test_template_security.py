@@ -241,7 +241,7 @@ def test_application_autoscaling_is_limited_to_sagemaker_variant_counts() -> Non
                     "application-autoscaling:scalable-dimension": "sagemaker:variant:DesiredInstanceCount",
                 }, role
                 limited += 1
-    assert limited == 2  # the prescale reconciler and the alarm responder
+    assert limited == 3  # the prescale reconciler, the alarm responder and the rollout's canary target
 
 
 def test_validate_is_given_the_stacks_role_and_image_repository() -> None:
