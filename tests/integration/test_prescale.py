@@ -342,7 +342,7 @@ def mid_rollout_canary() -> None:
     )
 
 
-def test_during_a_rollout_a_canary_with_its_own_target_is_left_alone_unless_fleet_yaml_lists_it(
+def test_during_a_rollout_the_canary_is_left_to_the_rollout_that_sizes_it_listed_in_fleet_yaml_or_not(
     deps: PrescaleDeps,
 ) -> None:
     deps.calendar.put("one-piece-1100", ONE_PIECE)
@@ -358,12 +358,14 @@ def test_during_a_rollout_a_canary_with_its_own_target_is_left_alone_unless_flee
 
     listed = reconcile(rollout_fleet(CANARY), deps, now=at("2026-12-04T10:30"), trigger="test", dry_run=False)
 
-    assert [v.variant_name for v in listed.variants] == ["primary", "canary"]
-    assert {c.variant_name for c in listed.changes} == {"canary"}  # the primary was done by the first run
-    assert len(actions("canary")) == 1
+    # Listed too: its MinCapacity is the rollout step's size (fleetops.rollout.canary_capacity), not a schedule's.
+    assert [v.variant_name for v in listed.variants] == ["primary"]
+    assert listed.changes == [] and actions("canary") == {}
+    after = AutoScaling().get_target(EP, "canary")
+    assert after is not None and (after.min_capacity, after.max_capacity) == (1, 2)
 
 
-def test_a_canary_fleet_yaml_lists_is_planned_only_while_it_exists(deps: PrescaleDeps) -> None:
+def test_between_rollouts_a_canary_fleet_yaml_lists_does_not_stop_the_primarys_plan(deps: PrescaleDeps) -> None:
     """Between rollouts the canary variant is not there (no scalable target): the primary is still reconciled."""
     deps.calendar.put("one-piece-1100", ONE_PIECE)
 

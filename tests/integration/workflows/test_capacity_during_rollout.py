@@ -103,7 +103,7 @@ def test_pre_scaling_and_a_scale_out_go_on_during_a_rollout_and_capacity_writers
     earlier = "prescale/schedule-earlier-run"
     assert lease.acquire(wf.ENDPOINT, earlier, ttl_s=600, scope=LeaseScope.CAPACITY)
     deps, alarms = prescale(rollout), responder(rollout)
-    fleet = load_fleet_config(wf.FLEET)  # lists a canary variant for the endpoint, with no scalable target
+    fleet = load_fleet_config(wf.FLEET)  # lists a canary variant for the endpoint, which the rollout sizes
     night_before = datetime(2026, 12, 3, tzinfo=UTC)
 
     with wf.traffic(canary=HEALTHY, primary=HEALTHY):
@@ -128,7 +128,7 @@ def test_pre_scaling_and_a_scale_out_go_on_during_a_rollout_and_capacity_writers
         plan = reconcile(fleet, deps, now=night_before, trigger="schedule", dry_run=False, environment="dev")
 
         assert scaled.outcomes[0].outcome == "applied" and min_capacity() == 6
-        assert [v.variant_name for v in plan.variants] == [wf.PRIMARY]  # the canary variant has no target: left
+        assert [v.variant_name for v in plan.variants] == [wf.PRIMARY]  # the canary's capacity is the rollout's
         assert plan.deferred_endpoints == [] and {c.outcome for c in plan.changes} == {"applied"}
         assert len(AutoScaling().list_scheduled_actions(wf.ENDPOINT, wf.PRIMARY, "prescale-")) == 2
         assert lease.current(wf.ENDPOINT) == held  # holder and fencing token as the rollout took them

@@ -129,9 +129,11 @@ def plan_endpoint(
     plans: list[VariantPlan] = []
     changes: list[Change] = []
     for variant in endpoint.variants:
+        if variant.role == "canary":
+            # A canary exists only while a rollout runs, which sizes it to each step's weight and registers its
+            # target (fleetops.rollout.canary_capacity): a schedule from fleet.yaml would undo that.
+            continue
         target = autoscaling.get_target(endpoint.name, variant.name)
-        if target is None and variant.role == "canary":
-            continue  # a canary variant exists only while a rollout runs, and is scaled only where it is registered
         if target is None:
             raise UnmanagedVariantError(
                 f"endpoint {endpoint.name!r} variant {variant.name!r} has no scalable target registered with "
