@@ -16,6 +16,7 @@ import pytest
 
 from devtools import rollout_workflow as wf
 from devtools.emulator_extensions import sagemaker as emulated_sagemaker
+from devtools.lambda_dispatch import cold_start_environment
 from tests.conftest import load_event
 
 
@@ -24,10 +25,10 @@ def rollout(monkeypatch: pytest.MonkeyPatch) -> Iterator[wf.RolloutWorkflow]:
     """Both workflows deployed, an endpoint ``manga-chat`` with one primary variant, handlers routed."""
     deployed = wf.deploy()
     monkeypatch.setattr(emulated_sagemaker.behaviour, "update_seconds", 0.5)  # restored after the test
-    for key, value in deployed.environment.items():
-        monkeypatch.setenv(key, value)
     wf.create_endpoint()
-    with wf.handlers():
+    # A cold start of every handler with this deployment's environment (its own capture key, tables, topics):
+    # a handler module imported by an earlier test keeps the settings it read then.
+    with cold_start_environment(deployed.environment, set(wf.FUNCTIONS.values())), wf.handlers():
         yield deployed
 
 
