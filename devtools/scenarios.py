@@ -91,7 +91,7 @@ def broken_canary(system: LocalSystem, rollout_id: str = "v2-broken") -> BrokenC
     url = system.artifact(rollout_id, broken="vocab")
     request = system.rollout_request(rollout_id, rollout_id, url, approval_steps=[100])
     with traffic(system, english):
-        execution = wf.start(system.workflow.rollout_arn, request, name=rollout_id)
+        execution = wf.start_rollout(request)  # through the request function, as a person starts it
         wf.approval_link(system.workflow, "approve", execution, timeout_s=600)
     lease = EndpointLease(system.workflow.lease_table).current(ENDPOINT)
     with traffic(system, evening, every_s=0.1) as answers:
