@@ -12,8 +12,10 @@ history of many large turns that the window drops anyway. So turns are counted n
 - A history within the horizon is walked exactly as above (every realistic session: the horizon is several
   windows long).
 - Past it, the turns beyond the horizon are never tokenized, and the start is the *roundest* turn index (the
-  one with the most trailing zero bits, the oldest on a tie) among the starts that keep between ``low`` and
-  ``high`` tokens. That choice needs only the newest turns, never goes back, and stays put until the window
+  one with the most trailing zero bits, the oldest on a tie) among the starts the walk could hold: at most
+  ``high`` tokens kept, and no fewer than the most recent turns within ``low`` (what the walk keeps right
+  after a slide). The wider that range, the rarer a rounder index enters it: with equal turns it moves as
+  often as the walk does. That choice needs only the newest turns, never goes back, and stays put until the window
   overflows or a rounder index comes into range, so the prefix still changes only at checkpoints (a little
   more often than the walk's, and once more when a session first passes the horizon).
 """
@@ -127,14 +129,15 @@ def plan_window(turns: int, size_of: Callable[[int], int], high: int, low: int, 
 
     Examples
     --------
-    Within the horizon, the walk's checkpoints; past it, the roundest start that keeps 250 to 500 tokens
-    (turn 26: 400 tokens), and the eight oldest turns are never counted:
+    Within the horizon, the walk's checkpoints; past it, the roundest start that keeps at most 500 tokens and
+    no fewer than the walk after a slide (turn 28: 200 tokens, as the walk), and the eight oldest turns are
+    never counted:
 
     >>> plan_window(10, lambda i: 100, high=500, low=250, horizon=2000)
     Window(start=8, previous=4, sizes=[100, 100, 100, 100, 100, 100, 100, 100, 100, 100], counted=10)
     >>> window = plan_window(30, lambda i: 100, high=500, low=250, horizon=2000)
     >>> window.start, window.previous, window.counted, window.sizes[:4]
-    (26, 24, 22, [0, 0, 0, 0])
+    (28, 24, 22, [0, 0, 0, 0])
     """
     counted = _Sizes(turns, size_of)
     if counted.within(turns, horizon):
@@ -155,15 +158,16 @@ def plan_window(turns: int, size_of: Callable[[int], int], high: int, low: int, 
 
 
 def _bounded_start(counted: _Sizes, end: int, high: int, low: int) -> int:
-    """The roundest start for ``turns[:end]`` that keeps between ``low`` and ``high`` tokens (at least one turn
-    over ``high`` lies before it: the caller checked that the history passes the horizon)."""
-    first, total, last = end, 0, None
+    """The roundest start for ``turns[:end]`` among those the walk could hold: keeping at most ``high`` tokens, and
+    no fewer than the walk keeps right after a slide (the most recent turns within ``low``). At least one turn
+    over ``high`` lies before it: the caller checked that the history passes the horizon."""
+    first, total, last = end, 0, end
     while first > 0:
         counted.back_to(first - 1)
         if total + counted.sizes[first - 1] > high:
             break
         first -= 1
         total += counted.sizes[first]
-        if last is None and total >= low:
+        if total <= low:
             last = first
-    return roundest(first, first if last is None else last)
+    return roundest(first, max(first, min(last, end - 1)))  # one turn at least, unless it alone passes high

@@ -82,6 +82,22 @@ def test_past_the_horizon_old_turns_are_never_counted_and_the_start_is_stable(se
     assert slides <= 2 * walk_slides + 2, (slides, walk_slides)  # still checkpoints: most turns only append
 
 
+@pytest.mark.parametrize("turn_tokens", [100, 266, 390, 599])
+def test_past_the_horizon_equal_turns_move_the_start_as_rarely_as_the_walk(turn_tokens: int) -> None:
+    """A session of equal turns (a long chat of similar questions) keeps close to the walk's checkpoints past the
+    horizon: at the walk's own rate when its period is a power of two (four 266-token turns: the container test's
+    session), at most 1.5x when it is not (a power-of-two index cannot follow a period of 3). Choosing among the
+    starts that keep ``low`` or more moved the start every second turn in all of these."""
+    sizes = [turn_tokens] * 120
+    starts = [plan_window(turns, sizes.__getitem__, HIGH, LOW, HORIZON).start for turns in range(1, 121)]
+    walk = [plan_window(turns, sizes.__getitem__, HIGH, LOW, 10**9).start for turns in range(1, 121)]
+    moves = sum(1 for a, b in itertools.pairwise(starts) if a != b)
+    walk_moves = sum(1 for a, b in itertools.pairwise(walk) if a != b)
+    assert moves <= 1.5 * walk_moves + 2, (moves, walk_moves)  # +2: passing the horizon
+    if turn_tokens == 266:  # period 4
+        assert moves <= walk_moves + 1
+
+
 def test_previous_is_the_checkpoint_the_earlier_requests_had() -> None:
     sizes = sizes_of(3, 200)
     for turns in range(120, 200):
