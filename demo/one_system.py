@@ -23,6 +23,7 @@ from collections import Counter
 from pathlib import Path
 
 from devtools.emulator import MotoServer
+from devtools.endpoint_sampler import canary_when_users_moved
 from devtools.local_system import CANARY, PRIMARY, Answer, LocalSystem, aws_equivalent_s, local_system
 from devtools.scenarios import broken_canary, healthy_rollout, queue_build_up
 from devtools.tiny_model import ensure_tiny_model
@@ -51,9 +52,13 @@ def _served(answers: list[Answer]) -> str:
 
 
 def _new_adapter(system: LocalSystem) -> None:
-    _say("\n--- 1. v2 with a new adapter (seasonal_promo): canary, analysis on real traffic, promotion")
+    _say("\n--- 1. v2 with a new adapter (seasonal_promo): canary, analysis on real traffic, approval, promotion")
     outcome = healthy_rollout(system, adapter="seasonal_promo")
     _say(f"rollout: {outcome.execution['status']}")
+    moved = ", ".join(f"{share:g} % on {count}" for share, count in canary_when_users_moved(outcome.samples))
+    _say(f"canary sized before users moved, beside a primary of {outcome.primary_before} instances: {moved}")
+    waiting = max(s.canary_share() for s in outcome.at_approval)
+    _say(f"while the 50 % step waited for approval, users were at {waiting:g} %")
     _say(f"answers during the canary: {_served(outcome.during_canary)}")
     promo = outcome.on_canary[-1]
     words = promo.body["choices"][0]["message"]["content"][:50]  # the tiny model's weights are random: so are its words

@@ -23,7 +23,7 @@ import json
 import tarfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -100,6 +100,7 @@ endpoints:
     variants:
       - {{name: {PRIMARY}, role: primary, capacity_rps_per_instance: 4, baseline_rps: 2, floor: 1, cap: 12}}
       - {{name: {CANARY}, role: canary, capacity_rps_per_instance: 4, baseline_rps: 1, floor: 1, cap: 2}}
+    canary_limits: {{max_instance_count: 4}}
 """
 
 
@@ -395,11 +396,13 @@ def local_system(
     max_num_seqs: int = MAX_NUM_SEQS,
     time_scale: float = TIME_SCALE,
     pre_traffic_gates: bool = False,
+    hosting_options: Mapping[str, Any] | None = None,
 ) -> Iterator[LocalSystem]:
     """Deploy the whole system on the (freshly reset) emulator and run it for the block.
 
     ``pre_traffic_gates``: the dev environment's rollout floor of that name (off: a rollout's canary meets
-    users without the artifact and candidate gates, which the alarm scenarios need).
+    users without the artifact and candidate gates, which the alarm scenarios need). ``hosting_options``: more
+    of :class:`~devtools.local_sagemaker.LocalSageMaker`'s keyword arguments (``host_env``, ``gateway_overrides``).
 
     Takes a few minutes on the first entry: the primary's container starts a real CPU vLLM engine.
     """
@@ -437,7 +440,10 @@ def local_system(
         stack_of.enter_context(cold_start_environment(environment, wf.FUNCTIONS.values()))
         host = stack_of.enter_context(
             hosting(
-                workdir / "sagemaker", metrics_interval_s=IMAGE_METRICS_INTERVAL_S / time_scale, health_timeout_s=400.0
+                workdir / "sagemaker",
+                metrics_interval_s=IMAGE_METRICS_INTERVAL_S / time_scale,
+                health_timeout_s=400.0,
+                **(hosting_options or {}),
             )
         )
         v1, v1_checksums = upload_artifact(workdir, tiny, "v1")

@@ -12,6 +12,7 @@ import boto3
 
 from devtools import rollout_workflow as wf
 from devtools.emulator_extensions.events_lambda import Delivery, deliveries
+from devtools.endpoint_sampler import Sample, sampled
 from devtools.local_system import CANARY, ENDPOINT, PRIMARY, Answer, LocalSystem, traffic, wait_for
 from devtools.state_machines import state_history
 from fleetops.aws.lease import EndpointLease
@@ -42,24 +43,46 @@ class RolloutOutcome:
     on_canary: list[Answer] = field(default_factory=list)
     on_primary_with_new_adapter: Answer | None = None
     after: list[Answer] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)  # the endpoint as users met it, throughout
+    at_approval: list[Sample] = field(default_factory=list)  # ... until the person approved the approval step
+    primary_before: int = 0  # the primary's instances serving when the rollout started
 
 
-def healthy_rollout(system: LocalSystem, adapter: str = "seasonal_promo") -> RolloutOutcome:
-    """v2 with one more adapter: canary at 50 %, analysed on real traffic, promoted to the primary variant."""
+def healthy_rollout(
+    system: LocalSystem, adapter: str = "seasonal_promo", primary_instances: int = 4, approval_step: int = 50
+) -> RolloutOutcome:
+    """v2 with one more adapter on a primary serving ``primary_instances``: the canary at 25 % then 50 % (a person
+    approves the ``approval_step`` step while users are still at the step before), each step analysed on real
+    traffic, then promoted to the primary variant. The instances are SageMaker's counts (one container stands
+    for a variant's instances here), set as the primary's scaling would have left them."""
+    sagemaker = boto3.client("sagemaker")
+    sagemaker.update_endpoint_weights_and_capacities(
+        EndpointName=ENDPOINT,
+        DesiredWeightsAndCapacities=[{"VariantName": PRIMARY, "DesiredInstanceCount": primary_instances}],
+    )
+    wait_for(
+        "the primary scaled",
+        lambda: sagemaker.describe_endpoint(EndpointName=ENDPOINT)["EndpointStatus"] == "InService",
+        timeout_s=60,
+    )
     url = system.artifact("v2", adapters=system.extra_adapter(adapter, seed=21))
-    request = system.rollout_request("v2", "v2", url)
+    request = system.rollout_request("v2", "v2", url, steps=[25, 50, 100], approval_steps=[approval_step])
     request["model"]["adapters"] = system.adapter_entries(url, [*system.tiny.adapters, adapter])
-    outcome = RolloutOutcome(execution={})
-    with traffic(system, english) as answers:
-        execution = wf.start(system.workflow.rollout_arn, request, name="v2")
-        wait_for("the canary serving", lambda: system.weights().get(CANARY, 0) > 0, timeout_s=420, every_s=1)
+    outcome = RolloutOutcome(execution={}, primary_before=primary_instances)
+    with traffic(system, english) as answers, sampled(ENDPOINT) as samples:
+        execution = wf.start_rollout(request)  # through the request function, as a person starts it
+        link = wf.approval_link(system.workflow, "approve", execution, timeout_s=420)
+        outcome.at_approval = list(samples)
         outcome.on_canary = [system.invoke(q, target_variant=CANARY) for q in ENGLISH]
         outcome.on_canary.append(system.invoke("Recommend a manga", target_variant=CANARY, adapter=adapter))
         outcome.on_primary_with_new_adapter = system.invoke(
             "Recommend a manga", target_variant=PRIMARY, adapter=adapter
         )
+        if (answer := wf.submit(link))["statusCode"] != 200:
+            raise RuntimeError(f"the approval was refused: {answer}")
         outcome.execution = wf.wait(execution, timeout_s=600)
         outcome.during_canary = list(answers)
+    outcome.samples = list(samples)
     outcome.after = [system.invoke(q) for q in ENGLISH]
     return outcome
 

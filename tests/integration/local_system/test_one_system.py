@@ -20,6 +20,7 @@ import pytest
 
 from devtools import rollout_workflow as wf
 from devtools.emulator import MotoServer
+from devtools.endpoint_sampler import canary_when_users_moved
 from devtools.local_system import CANARY, ENDPOINT, PRIMARY, LocalSystem, emitted, local_system, wait_for
 from devtools.scenarios import broken_canary, healthy_rollout, queue_build_up
 from devtools.tiny_model import TinyModel
@@ -44,9 +45,19 @@ def small_system(emulator: MotoServer, tiny_model: TinyModel, tmp_path: Path) ->
 
 
 def test_a_new_version_with_a_new_adapter_rolls_out_on_real_traffic(system: LocalSystem) -> None:
-    outcome = healthy_rollout(system, adapter="seasonal_promo")
+    outcome = healthy_rollout(system, adapter="seasonal_promo", primary_instances=4, approval_step=50)
 
     assert outcome.execution["status"] == "SUCCEEDED", outcome.execution
+    # Sized before users moved: 25 % of the 4 serving is 1 instance; 50 % of the 5 then serving (4 + 1) is 3.
+    # Users asked throughout, and the two variants together never held fewer than the 4 that served them before.
+    assert canary_when_users_moved(outcome.samples) == [(25.0, 1), (50.0, 3)], canary_when_users_moved(outcome.samples)
+    assert min(s.total() for s in outcome.samples) >= outcome.primary_before
+    # Until the person approved the 50 % step, users stayed at 25 %: asked before traffic, not after.
+    assert outcome.at_approval and max(s.canary_share() for s in outcome.at_approval) == 25.0
+    assert max(s.canary_share() for s in outcome.samples) == 50.0  # the promotion moved users, not a 100 % step
+    # Promoted on the primary's instances grown back to what served users at the last step (4 + 3).
+    [promoted] = boto3.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)["ProductionVariants"]
+    assert (promoted["VariantName"], promoted["CurrentInstanceCount"]) == (PRIMARY, 7), promoted
     # During the canary: answers routed to it name v2 and can use the adapter only it serves.
     assert {a.version for a in outcome.on_canary} == {"v2"}, outcome.on_canary
     assert outcome.on_canary[-1].body["backend"]["adapter"] == "seasonal_promo"

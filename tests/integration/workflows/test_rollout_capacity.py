@@ -2,23 +2,20 @@
 
 Emulated by this project (see ``conftest.py``): SageMaker's Updating -> InService transitions, which make an
 asked-for instance count serve only after the update's time. Application Auto Scaling is moto's (it registers
-targets and policies but scales nothing). A sampler thread reads DescribeEndpoint all along: the endpoint's
-weights and instance counts as users would have met them.
+targets and policies but scales nothing). A sampler thread (devtools.endpoint_sampler) reads DescribeEndpoint all
+along: the endpoint's weights and instance counts as users would have met them.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import boto3
 import pytest
 
 from devtools import rollout_workflow as wf
+from devtools.endpoint_sampler import canary_when_users_moved, sampled
 from fleetops.aws.autoscaling import DIMENSION, NAMESPACE, resource_id
 from tests.integration.workflows.conftest import HEALTHY, rollout_request
 
@@ -29,47 +26,6 @@ TRACKING = {
     "ScaleOutCooldown": 60,
     "ScaleInCooldown": 600,
 }
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One DescribeEndpoint: per variant, (CurrentInstanceCount, CurrentWeight)."""
-
-    variants: dict[str, tuple[int, float]]
-
-    def canary_share(self) -> float:
-        total = sum(w for _, w in self.variants.values()) or 1.0
-        return round(100 * self.variants.get("canary", (0, 0.0))[1] / total, 4)
-
-    def count(self, variant: str) -> int:
-        return self.variants.get(variant, (0, 0.0))[0]
-
-    def total(self) -> int:
-        return sum(n for n, _ in self.variants.values())
-
-
-@contextmanager
-def sampled(endpoint: str) -> Iterator[list[Sample]]:
-    """Read the endpoint every 50 ms while the block runs (the weights users were routed by, and the instances)."""
-    samples: list[Sample] = []
-    stop = threading.Event()
-    sagemaker = boto3.client("sagemaker")
-
-    def sample() -> None:
-        while not stop.is_set():
-            described = sagemaker.describe_endpoint(EndpointName=endpoint)["ProductionVariants"]
-            samples.append(
-                Sample({v["VariantName"]: (v.get("CurrentInstanceCount", 0), v["CurrentWeight"]) for v in described})
-            )
-            stop.wait(0.05)
-
-    thread = threading.Thread(target=sample, name="sampler", daemon=True)
-    thread.start()
-    try:
-        yield samples
-    finally:
-        stop.set()
-        thread.join(timeout=5)
 
 
 def scale_primary(endpoint: str, count: int) -> None:
@@ -104,19 +60,6 @@ def canary_target(endpoint: str) -> tuple[dict[str, Any] | None, list[dict[str, 
     targets = autoscaling.describe_scalable_targets(ServiceNamespace=NAMESPACE, ResourceIds=[rid])["ScalableTargets"]
     policies = autoscaling.describe_scaling_policies(ServiceNamespace=NAMESPACE, ResourceId=rid)["ScalingPolicies"]
     return (targets[0] if targets else None), policies
-
-
-def canary_when_users_moved(samples: list[Sample]) -> list[tuple[float, int]]:
-    """(canary share, canary instances) at the first look after each change of the share users were routed by.
-
-    The canary grows for a step while users are still at the step before (sized first, then moved), so its count
-    when a share first shows is what met that share's users.
-    """
-    moves: list[tuple[float, int]] = []
-    for s in samples:
-        if s.canary_share() > 0 and (not moves or moves[-1][0] != s.canary_share()):
-            moves.append((s.canary_share(), s.count("canary")))
-    return moves
 
 
 def test_the_canary_follows_each_steps_weight_beside_a_primary_of_6_and_its_target_lives_as_long_as_it_does(
