@@ -89,8 +89,10 @@ demo: $(STAMPS)/venv
 	$(BIN)/python -m demo
 
 # Test tiers (README, Development notes). `make test` is what CI runs: every check and every test.
-test: install lint typecheck duplicates validate iac-scan build unit-py313
-	@$(MAKE) --no-print-directory pytest-all; rc=$$?; $(ELAPSED); exit $$rc
+# The checks before pytest are single-threaded: two at a time on the two cores (each one's output kept together).
+test: install
+	@$(MAKE) --no-print-directory -j2 --output-sync=target lint typecheck duplicates validate iac-scan build unit-py313 \
+		&& $(MAKE) --no-print-directory pytest-all; rc=$$?; $(ELAPSED); exit $$rc
 
 # Every test, in two runs: those that start no engine on both cores (pytest-xdist; each worker has its own moto
 # server on its own port), then those that need the CPU vLLM engine (`container`) in one process, which starts the
