@@ -32,7 +32,7 @@ from fleetops.aws.switches import KillSwitch
 from fleetops.config import load_fleet_config
 from fleetops.prescale.calendar_table import CalendarTable
 from fleetops.prescale.reconciler import PrescaleDeps, reconcile
-from fleetops.rollout.plan import Pointer
+from fleetops.rollout.pointer import Pointer
 
 REPO = operator_stack.REPO
 STATUS_REPEATS = 7

@@ -18,9 +18,10 @@ from aws_lambda_powertools import Logger, Tracer
 from pydantic import BaseModel
 
 from fleetops.aws import clients
-from fleetops.promotion.candidate_gate import Invoke, gate_candidate
+from fleetops.promotion.candidate_gate import gate_candidate
 from fleetops.promotion.endpoint_invoke import variant_invoker
 from fleetops.promotion.eval_suite import EVAL_SUITE, load_eval_suite
+from fleetops.promotion.reply import Invoke
 from fleetops.rollout.checks import CANARY_CHECKS, load_canary_checks
 
 if TYPE_CHECKING:

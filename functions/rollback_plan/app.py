@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
     from fleetops.endpoint import EndpointSnapshot, LeaseInfo
-    from fleetops.rollout.plan import Pointer
+    from fleetops.rollout.pointer import Pointer
     from fleetops.rollout.rollback_verify import Answer
 
 logger = Logger()

@@ -1,7 +1,7 @@
 """Canary rollout, shadow phase: replay the live requests captured at weight 0 to both variants and compare.
 
 Event (from the state machine): ``{"endpoint_name", "canary_variant_name", "baseline_variant_name",
-"capture_uri", "shadow"}``; ``shadow`` is the rollout's option (:class:`fleetops.promotion.shadow.ShadowSpec`),
+"capture_uri", "shadow"}``; ``shadow`` is the rollout's option (:class:`fleetops.promotion.shadow_spec.ShadowSpec`),
 ``capture_uri`` the shadow config's data capture destination (capture is already off when this runs). Returns
 the comparison; its ``summary`` is what the rollout's output and, on a failure, its rollback reason say. Every
 capture under ``capture_uri`` is deleted once compared, whatever the verdict.
@@ -16,10 +16,11 @@ from aws_lambda_powertools import Logger, Tracer
 from pydantic import BaseModel
 
 from fleetops.aws import clients
-from fleetops.promotion.candidate_gate import Invoke
 from fleetops.promotion.endpoint_invoke import variant_invoker
-from fleetops.promotion.shadow import ShadowSpec, judge_shadow
+from fleetops.promotion.reply import Invoke
+from fleetops.promotion.shadow import judge_shadow
 from fleetops.promotion.shadow_replay import captured_requests, delete_captures, replay
+from fleetops.promotion.shadow_spec import ShadowSpec
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext

@@ -8,6 +8,15 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+try:
+    from yaml import CSafeLoader as _SafeLoader
+except ImportError:  # a PyYAML built without libyaml: the same documents, parsed slower
+    from yaml import SafeLoader as _SafeLoader  # type: ignore[assignment]
+
+#: The safe loader on libyaml's parser (PyYAML's wheels have it): the pure-Python parser took several times as
+#: long, and the files are read at every cold start.
+SafeLoader = _SafeLoader
+
 
 class StrictModel(BaseModel):
     """Unknown fields are errors and instances are immutable: a typo in a request or a file is refused."""
@@ -44,7 +53,7 @@ def read_yaml_mapping(path: str | Path, what: str, error: type[ValueError]) -> d
     ValueError: cannot read playbook /no/such/playbook.yaml: [Errno 2] No such file or directory: ...
     """
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        raw = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=SafeLoader)
     except (OSError, yaml.YAMLError) as exc:
         raise error(f"cannot read {what} {path}: {exc}") from exc
     if not isinstance(raw, dict):

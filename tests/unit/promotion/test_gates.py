@@ -14,7 +14,8 @@ import pytest
 from devtools.tiny_model import ensure_tiny_model
 from fleetops.promotion.artifact_files import check_folder
 from fleetops.promotion.artifact_gate import ArtifactRefusedError, gate_artifact, release_problems
-from fleetops.promotion.candidate_gate import Reply, gate_candidate
+from fleetops.promotion.candidate_gate import gate_candidate
+from fleetops.promotion.reply import Reply
 from fleetops.rollout.versions import AdapterVersion, Release
 from tests.unit.promotion.small_suite import GOOD, make_suite
 

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from fleetops.promotion.candidate_gate import Reply
-from fleetops.promotion.shadow import Captured, Replayed, ShadowSpec, judge_shadow, parse_capture
+from fleetops.promotion.reply import Reply
+from fleetops.promotion.shadow import Captured, Replayed, judge_shadow, parse_capture
 from fleetops.promotion.shadow_replay import replay
+from fleetops.promotion.shadow_spec import ShadowSpec
 
 SPEC = ShadowSpec(min_requests=3, min_similarity=0.6, max_error_rate=0.0, max_latency_ratio=1.5)
 

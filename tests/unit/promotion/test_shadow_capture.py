@@ -11,8 +11,9 @@ import pytest
 
 from fleetops.config import FleetConfig, load_fleet_config
 from fleetops.endpoint import EndpointSnapshot, VariantSnapshot
-from fleetops.promotion.shadow import CONTROL_PLANE_INFERENCE_ID, parse_capture
+from fleetops.promotion.shadow import parse_capture
 from fleetops.promotion.shadow_capture import CaptureDestination
+from fleetops.promotion.shadow_spec import CONTROL_PLANE_INFERENCE_ID
 from fleetops.rollout.checks import load_canary_checks
 from fleetops.rollout.guardrails import StackLimits
 from fleetops.rollout.plan import RolloutInputError, RolloutPlan

@@ -15,55 +15,19 @@ Pure apart from ``invoke``, which the caller gives (:mod:`fleetops.promotion.end
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import Field
 
 from fleetops.promotion.eval_suite import EvalSuite, Prompt
 from fleetops.promotion.evaluation import judge
+from fleetops.promotion.reply import Invoke
 from fleetops.validation import StrictModel
 
 #: An eval answer long enough to name a title or two; longer answers only cost time.
 EVAL_MAX_TOKENS = 48
 LOAD_MAX_TOKENS = 32
-
-
-@dataclass(frozen=True)
-class Reply:
-    """One answer from one variant: its status (200 or the container's), the text, and how long it took."""
-
-    status: int
-    text: str | None
-    seconds: float
-    error: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.status == 200 and bool(self.text)
-
-
-def answer_text(payload: dict[str, Any]) -> str | None:
-    """The answer of an OpenAI chat completion; ``None`` for the gateway's fallback, which is no model answer.
-
-    Examples
-    --------
-    >>> answer_text({"choices": [{"message": {"content": "Try Frieren."}, "finish_reason": "stop"}]})
-    'Try Frieren.'
-    >>> answer_text({"choices": [{"message": {"content": "Sorry"}, "finish_reason": "fallback"}]}) is None
-    True
-    """
-    choices = payload.get("choices") or [{}]
-    if choices[0].get("finish_reason") == "fallback":
-        return None
-    content = (choices[0].get("message") or {}).get("content")
-    return content if isinstance(content, str) else None
-
-
-#: Ask one variant of the endpoint (by name) with an OpenAI chat body; never raises for a failed answer.
-Invoke = Callable[[str, dict[str, Any]], Reply]
 
 
 class LoadTestResult(StrictModel):

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from fleetops.promotion.candidate_gate import Invoke, Reply, answer_text
-from fleetops.promotion.shadow import CONTROL_PLANE_INFERENCE_ID
+from fleetops.promotion.reply import Invoke, Reply, answer_text
+from fleetops.promotion.shadow_spec import CONTROL_PLANE_INFERENCE_ID
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker_runtime import SageMakerRuntimeClient
@@ -26,7 +26,7 @@ GATE_ATTRIBUTE = "pre-traffic-gate"
 
 
 def variant_invoker(runtime: SageMakerRuntimeClient, endpoint_name: str) -> Invoke:
-    """An :data:`~fleetops.promotion.candidate_gate.Invoke` for ``endpoint_name``."""
+    """An :data:`~fleetops.promotion.reply.Invoke` for ``endpoint_name``."""
 
     def invoke(variant: str, request: dict[str, Any]) -> Reply:
         started = time.monotonic()

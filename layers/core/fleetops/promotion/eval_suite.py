@@ -17,7 +17,7 @@ import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from fleetops.promotion.titles import normalise
-from fleetops.validation import StrictModel, problems
+from fleetops.validation import SafeLoader, StrictModel, problems
 
 #: The shipped suite: ``fleet_config`` sits beside the package, in the repository as in the layer (/opt/python).
 EVAL_SUITE = Path(__file__).resolve().parents[2] / "fleet_config" / "eval_suite.yaml"
@@ -217,7 +217,7 @@ class EvalSuite(StrictModel):
         return [(name, lang) for name in self.thresholds for lang in ("en", "ja") if (name, lang) in held]
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+class _UniqueKeyLoader(SafeLoader):
     """A safe loader that refuses a key given twice: plain YAML keeps the last one and loses the other silently."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:

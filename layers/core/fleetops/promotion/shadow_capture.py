@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fleetops.promotion.shadow import ShadowSpec
+from fleetops.promotion.shadow_spec import ShadowSpec
 
 #: Every rollout captures under ``<prefix>/<rollout id>/``; the bucket policy lets SageMaker write only here.
 CAPTURE_PREFIX = "shadow-capture"

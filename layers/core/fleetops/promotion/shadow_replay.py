@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from fleetops.promotion.artifact_s3 import split_s3_url
-from fleetops.promotion.candidate_gate import Invoke
+from fleetops.promotion.reply import Invoke
 from fleetops.promotion.shadow import Captured, Replayed, parse_capture
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from fleetops.aws import clients
 from fleetops.aws.retry import error_code
 from fleetops.remediation.watch_window import Promotion
 from fleetops.rollout.model_pointer import pointer_parameter
-from fleetops.rollout.plan import Pointer
+from fleetops.rollout.pointer import Pointer
 
 if TYPE_CHECKING:
     from mypy_boto3_ssm import SSMClient

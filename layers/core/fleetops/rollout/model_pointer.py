@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from fleetops.aws import clients
 from fleetops.aws.retry import error_code
-from fleetops.rollout.plan import Pointer
+from fleetops.rollout.pointer import Pointer
 
 if TYPE_CHECKING:
     from mypy_boto3_ssm import SSMClient

@@ -7,7 +7,6 @@ every step, the polling schedule and the lease. A bad request fails here, before
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime
 from typing import Any, Literal
@@ -24,10 +23,13 @@ from fleetops.model_contract import (
     adapter_problems,
     environment_problems,
 )
-from fleetops.promotion.shadow import ShadowSpec
 from fleetops.promotion.shadow_capture import CaptureDestination, data_capture_config
+from fleetops.promotion.shadow_spec import ShadowSpec
 from fleetops.rollout.checks import Thresholds
 from fleetops.rollout.config_copy import ConfigPlan, VariantPlan
+from fleetops.rollout.in_service import InServiceSettings
+from fleetops.rollout.lease_holders import ROLLOUT_LEASE_PREFIX
+from fleetops.rollout.pointer import Pointer
 from fleetops.rollout.versions import (
     VERSION_PATTERN,
     AdapterVersion,
@@ -45,8 +47,6 @@ DEFAULT_STEPS = (5, 25, 50, 75, 100)
 # SageMaker resource names: alphanumerics and hyphens, at most 63 characters.
 _NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 _MAX_NAME = 63
-#: The rollout's lease holder is this prefix + the rollout id; a rollback may take such a lease over.
-ROLLOUT_LEASE_PREFIX = "canary_rollout/"
 _SUFFIXES = ("-model", "-final-model", "-canary", "-shadow", "-final")
 #: Who asked: an IAM principal's ARN (user, role, assumed role, federated user or root), as a signed caller has.
 PRINCIPAL_ARN = r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(root|[a-z-]+/[\w+=,.@/-]+)$"
@@ -184,29 +184,6 @@ class ApprovalSettings(StrictModel):
         return self
 
 
-class InServiceSettings(StrictModel):
-    """Bounded polling with backoff while SageMaker applies a change."""
-
-    first_wait_seconds: int = Field(default=30, ge=1, le=600)
-    max_wait_seconds: int = Field(default=120, ge=1, le=600)
-    timeout_seconds: int = Field(default=3600, ge=1, le=3 * 3600, description="bounds the lease with the rest")
-
-    def waits(self) -> list[int]:
-        """Pauses between DescribeEndpoint calls: doubling, capped, summing to at least the timeout.
-
-        Examples
-        --------
-        >>> InServiceSettings(first_wait_seconds=10, max_wait_seconds=40, timeout_seconds=100).waits()
-        [10, 20, 40, 40]
-        """
-        waits: list[int] = []
-        wait = self.first_wait_seconds
-        while sum(waits) < self.timeout_seconds:
-            waits.append(min(wait, self.max_wait_seconds))
-            wait *= 2
-        return waits
-
-
 class RolloutRequest(StrictModel):
     """What an operator (or CI) passes to the canary rollout state machine."""
 
@@ -270,46 +247,6 @@ class RolloutRequest(StrictModel):
                 )
             )
         return specs
-
-
-class Pointer(Release):
-    """The model-version pointer of an endpoint (an SSM parameter holding this as JSON).
-
-    It names the release that serves (base version and sha256, each adapter's version, folder and sha256) and
-    the one that served before, so a rollback puts the previous release back, adapters included. Fields added
-    since the first pointers default to ``None``: an older pointer still reads, with its checksums unknown.
-    """
-
-    sagemaker_model: str
-    endpoint_config_name: str
-    rollout_id: str = ""
-    previous_endpoint_config_name: str | None = None
-    previous_version: str | None = None
-    previous_sha256: str | None = None
-    previous_adapters: dict[str, AdapterVersion] | None = None
-
-    def to_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True)
-
-    def release(self) -> Release:
-        return Release(model=self.model, version=self.version, sha256=self.sha256, adapters=self.adapters)
-
-    def restored(self) -> Pointer | None:
-        """The pointer a rollback of the last promotion puts back: the previous release on the previous config.
-
-        It names no previous release of its own, so a second rollback finds nothing more to undo instead of
-        walking the fleet back another version. ``None`` when this pointer names no previous config.
-        """
-        if not self.previous_endpoint_config_name:
-            return None
-        return Pointer(
-            model=self.model,
-            version=self.previous_version or "unknown",
-            sha256=self.previous_sha256,
-            adapters=self.previous_adapters,
-            sagemaker_model="unknown",
-            endpoint_config_name=self.previous_endpoint_config_name,
-        )
 
 
 class StepCapacity(StrictModel):

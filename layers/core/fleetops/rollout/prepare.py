@@ -12,7 +12,6 @@ from fleetops.endpoint import EndpointSnapshot
 from fleetops.rollout.checks import CanaryChecks
 from fleetops.rollout.guardrails import StackLimits, apply_guardrails
 from fleetops.rollout.plan import (
-    Pointer,
     RolloutInputError,
     RolloutPlan,
     RolloutRequest,
@@ -20,6 +19,7 @@ from fleetops.rollout.plan import (
     build_plan,
     parse_request,
 )
+from fleetops.rollout.pointer import Pointer
 
 
 class KillSwitchEngagedError(RuntimeError):

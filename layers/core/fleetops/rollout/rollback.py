@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fleetops.endpoint import EndpointSnapshot
-from fleetops.rollout.plan import ROLLOUT_LEASE_PREFIX, InServiceSettings, Pointer
+from fleetops.rollout.in_service import InServiceSettings
+from fleetops.rollout.lease_holders import ROLLBACK_LEASE_PREFIX, ROLLOUT_LEASE_PREFIX
+from fleetops.rollout.pointer import Pointer
 
 if TYPE_CHECKING:
     from fleetops.endpoint import LeaseInfo
 
 Action = Literal["wait", "zero_canary", "restore_config", "finish", "join"]
-ROLLBACK_LEASE_PREFIX = "rollback/"
 
 #: Request keys that would let the caller choose where an endpoint goes or whose lease to use. The target is
 #: derived (the rollout's lease row, else the model pointer), and the holder is proven by the lease row.

@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from fleetops.rollout.plan import Pointer
+from fleetops.rollout.pointer import Pointer
 
 #: How many times the endpoint is asked: enough that a canary left at a fair share of traffic is met.
 VERIFY_ATTEMPTS = 5

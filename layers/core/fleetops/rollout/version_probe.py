@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from botocore.exceptions import BotoCoreError, ClientError
 
 from fleetops.model_contract import MODEL_VERSION
-from fleetops.promotion.shadow import CONTROL_PLANE_INFERENCE_ID
+from fleetops.promotion.shadow_spec import CONTROL_PLANE_INFERENCE_ID
 from fleetops.rollout.rollback_verify import VERIFY_PROMPT, Answer, answered_version
 
 if TYPE_CHECKING:
