@@ -1,8 +1,8 @@
 """``fleetctl status``: one endpoint's state and everything that may change it next.
 
 Gathers, read-only: variants (weights, instances, MinCapacity/MaxCapacity), the next scheduled actions with
-the reason the reconciler audited for each, alarms in ALARM, rollouts in flight, the writer lease, the
-kill switch, the stack's DryRun and the model pointer.
+the reason the reconciler audited for each, alarms in ALARM, rollouts in flight, the two writer leases (config,
+capacity), the kill switch, the stack's DryRun and the model pointer.
 """
 
 from __future__ import annotations
@@ -80,7 +80,8 @@ class EndpointStatus(BaseModel):
     upcoming_actions: list[UpcomingAction]
     alarms_in_alarm: list[AlarmInfo]
     rollouts: list[RolloutProgress]
-    lease: LeaseStatus | None
+    lease: LeaseStatus | None  # the config writers' (rollout, rollback, promotion)
+    capacity_lease: LeaseStatus | None  # the capacity writers' (reconciler, alarm scale-outs)
     model_pointer: PointerStatus | None
 
 
@@ -178,12 +179,13 @@ def alarms_in_alarm(stack: Stack, endpoint_name: str) -> list[AlarmInfo]:
         kwargs["NextToken"] = page["NextToken"]
 
 
-def _lease(stack: Stack, endpoint_name: str, now: datetime) -> LeaseStatus | None:
+def _lease(stack: Stack, endpoint_name: str, now: datetime, *, capacity: bool = False) -> LeaseStatus | None:
     from datetime import UTC
 
-    from fleetops.aws.lease import EndpointLease
+    from fleetops.aws.lease import EndpointLease, LeaseScope
 
-    info = EndpointLease(stack.output(LEASE_TABLE), client=awsclients.client("dynamodb")).current(endpoint_name)
+    scope = LeaseScope.CAPACITY if capacity else LeaseScope.CONFIG
+    info = EndpointLease(stack.output(LEASE_TABLE), client=awsclients.client("dynamodb")).current(endpoint_name, scope)
     if info is None:
         return None
     expires = datetime.fromtimestamp(info.expires_at, tz=UTC)
@@ -229,5 +231,6 @@ def collect(stack: Stack, endpoint_name: str, now: datetime, limit: int = 5) -> 
         alarms_in_alarm=alarms_in_alarm(stack, endpoint_name),
         rollouts=running(stack.output(ROLLOUT_STATE_MACHINE), endpoint_name),
         lease=_lease(stack, endpoint_name, now),
+        capacity_lease=_lease(stack, endpoint_name, now, capacity=True),
         model_pointer=_pointer(stack, endpoint_name),
     )

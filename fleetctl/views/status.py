@@ -40,11 +40,12 @@ def render(report: EndpointStatus) -> RenderableType:
     switches.append_text(flag(report.kill_switch_engaged, "ENGAGED (automation changes nothing)", "released"))
     switches.append("   dry run: ")
     switches.append_text(flag(report.dry_run, "ON (automation plans only)", "off"))
-    switches.append("   writer lease: ")
-    if report.lease is None or report.lease.expired:
-        switches.append("free")
-    else:
-        switches.append(f"{report.lease.holder} until {timefmt.utc(report.lease.expires_at)}", style="yellow")
+    for label, lease in (("config lease", report.lease), ("capacity lease", report.capacity_lease)):
+        switches.append(f"   {label}: ")
+        if lease is None or lease.expired:
+            switches.append("free")
+        else:
+            switches.append(f"{lease.holder} until {timefmt.utc(lease.expires_at)}", style="yellow")
 
     pointer = report.model_pointer
     model = Text("model: ")

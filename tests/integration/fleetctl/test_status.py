@@ -11,7 +11,7 @@ from devtools import rollout_workflow as wf
 from devtools.alarms import create_alarms
 from fleetops.aws.audit_table import AuditTable
 from fleetops.aws.autoscaling import AutoScaling
-from fleetops.aws.lease import EndpointLease
+from fleetops.aws.lease import EndpointLease, LeaseScope
 from fleetops.aws.switches import KillSwitch
 from fleetops.config import load_fleet_config
 from fleetops.prescale.calendar_table import CalendarTable
@@ -127,20 +127,23 @@ def test_status_names_alarms_in_alarm_and_the_lease_holder(stack, cli) -> None:
     boto3.client("cloudwatch").set_alarm_state(AlarmName=queue, StateValue="ALARM", StateReason="QueueDepth 73 > 50")
     # A lease runs on the wall clock; this one must still be live at the commands' pinned --now.
     until_now = (datetime(2026, 12, 1, tzinfo=UTC) - datetime.now(UTC)).total_seconds()
-    EndpointLease(stack.workflow.lease_table).acquire(
-        operator_stack.ENDPOINT,
-        "alarm_responder/queue-depth",
-        ttl_s=max(int(until_now), 0) + 3600,
-    )
+    leases = EndpointLease(stack.workflow.lease_table)
+    ttl_s = max(int(until_now), 0) + 3600
+    leases.acquire(operator_stack.ENDPOINT, "alarm_responder/queue-depth", ttl_s=ttl_s, scope=LeaseScope.CAPACITY)
+    leases.acquire(operator_stack.ENDPOINT, "canary_rollout/v7", ttl_s=ttl_s)
 
     document = cli("status", "--json").json()
 
     assert [(a["name"], a["variant"], a["reason"]) for a in document["alarms_in_alarm"]] == [
         (queue, "primary", "QueueDepth 73 > 50")
     ]
-    assert document["lease"]["holder"] == "alarm_responder/queue-depth"
+    # Both writers, each on its own lease: a rollout holds the config, a scale-out the capacity.
+    assert document["capacity_lease"]["holder"] == "alarm_responder/queue-depth"
+    assert document["lease"]["holder"] == "canary_rollout/v7"
     shown = cli("status")
-    assert queue in shown.out and "QueueDepth 73 > 50" in shown.out and "alarm_responder/queue-depth" in shown.out
+    assert queue in shown.out and "QueueDepth 73 > 50" in shown.out
+    assert "capacity lease: alarm_responder/queue-depth" in " ".join(shown.out.split())
+    assert "config lease: canary_rollout/v7" in " ".join(shown.out.split())
 
 
 def test_kill_switch_engage_and_release_are_audited_and_shown(stack, cli) -> None:
