@@ -25,6 +25,22 @@ _NO_CREDENTIALS_HINT = (
 )
 
 
+def denied(exc: BaseException) -> str | None:
+    """Why AWS refused a read (its message), when ``exc`` is an access denial, else ``None``.
+
+    A read that only adds detail (a rollout's state history, its pending approval) is shown as unreadable rather
+    than failing the command: the approval's service control policy denies exactly those reads to people.
+    """
+    from botocore.exceptions import ClientError
+
+    if not isinstance(exc, ClientError):
+        return None
+    error = exc.response.get("Error", {})
+    if str(error.get("Code", "")) not in _DENIED_CODES:
+        return None
+    return f"access denied on {exc.operation_name}: {error.get('Message', '')}".rstrip(": ")
+
+
 def translate(exc: BaseException) -> CliError | None:
     """The :class:`CliError` for a botocore exception fleetctl knows how to explain, else ``None``.
 

@@ -41,6 +41,7 @@ class RolloutProgress(BaseModel):
     model_version: str | None = None
     error: str | None = None
     cause: str | None = None
+    history_unreadable: str | None = None  # why state, step and analysis are unknown (AWS denied the history)
 
 
 def _json(text: Any) -> dict[str, Any]:
@@ -100,7 +101,17 @@ def progress(execution_arn: str, described: dict[str, Any] | None = None) -> Rol
     sfn = awsclients.client("stepfunctions")
     described = described or sfn.describe_execution(executionArn=execution_arn)
     request = _json(described.get("input"))
-    state, weight, summary = _from_history(newest_events(execution_arn))
+    from botocore.exceptions import ClientError
+
+    from fleetctl.aws_errors import denied
+
+    unreadable = None
+    try:
+        state, weight, summary = _from_history(newest_events(execution_arn))
+    except ClientError as exc:
+        if (unreadable := denied(exc)) is None:
+            raise
+        state = weight = summary = None
     model = request.get("model") if isinstance(request.get("model"), dict) else {}
     return RolloutProgress(
         rollout_id=str(described.get("name") or execution_arn.rsplit(":", 1)[-1]),
@@ -118,6 +129,7 @@ def progress(execution_arn: str, described: dict[str, Any] | None = None) -> Rol
         model_version=(model or {}).get("version"),
         error=described.get("error"),
         cause=described.get("cause"),
+        history_unreadable=unreadable,
     )
 
 

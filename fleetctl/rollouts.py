@@ -44,6 +44,7 @@ class PendingApproval(BaseModel):
 class RolloutDetail(BaseModel):
     rollout: RolloutProgress
     pending_approval: PendingApproval | None
+    approval_unreadable: str | None = None  # why a pending approval is unknown (AWS denied the approval table)
 
 
 class RolloutList(BaseModel):
@@ -91,9 +92,18 @@ def _pending(stack: Stack, rollout_id: str, now: datetime) -> PendingApproval | 
 
 
 def detail(stack: Stack, rollout_id: str) -> RolloutDetail:
+    from botocore.exceptions import ClientError
+
+    from fleetctl.aws_errors import denied
+
     found = find(stack.output(ROLLOUT_STATE_MACHINE), rollout_id)
-    pending = _pending(stack, rollout_id, datetime.now(UTC)) if found.status == "RUNNING" else None
-    return RolloutDetail(rollout=found, pending_approval=pending)
+    pending, unreadable = None, None
+    try:
+        pending = _pending(stack, rollout_id, datetime.now(UTC)) if found.status == "RUNNING" else None
+    except ClientError as exc:
+        if (unreadable := denied(exc)) is None:
+            raise
+    return RolloutDetail(rollout=found, pending_approval=pending, approval_unreadable=unreadable)
 
 
 def listing(stack: Stack) -> RolloutList:

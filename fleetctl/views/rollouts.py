@@ -29,6 +29,8 @@ def progress_lines(rollout: RolloutProgress) -> Text:
     )
     text.append(f"\n  steps {steps or '?'}   (* = approval, [ ] = where the canary is)")
     text.append(f"\n  state {rollout.state or '?'}")
+    if rollout.history_unreadable:
+        text.append(f"\n  state and step unknown: {rollout.history_unreadable}", style="yellow")
     if rollout.last_analysis:
         text.append(f"\n  last analysis: {rollout.last_analysis}")
     if rollout.error:
@@ -48,7 +50,9 @@ def render_detail(detail: RolloutDetail) -> RenderableType:
                 style="bold yellow",
             )
         )
-    elif detail.rollout.status == "RUNNING":
+    elif detail.approval_unreadable:
+        parts.append(Text(f"  pending approval unknown: {detail.approval_unreadable}", style="yellow"))
+    if pending is None and detail.rollout.status == "RUNNING":
         parts.append(Text(f"  stop it: fleetctl rollout abort {detail.rollout.rollout_id} --reason ..."))
     return Group(*parts)
 

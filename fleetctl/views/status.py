@@ -18,6 +18,8 @@ def _bounds(low: int | None, high: int | None) -> str:
 def _rollout_line(rollout: RolloutProgress) -> Text:
     weights = " → ".join(f"{s.weight}%{'*' if s.approval else ''}" for s in rollout.steps) or "?"
     at = f"{rollout.step_weight}%" if rollout.step_weight is not None else "not yet on traffic"
+    if rollout.history_unreadable:  # the variants' weights above still say where users are
+        at = f"? ({rollout.history_unreadable})"
     line = Text(f"{rollout.rollout_id} ({rollout.model_version or '?'}): canary at {at}, state {rollout.state}")
     line.append(f"\n  steps {weights}   (* = approval)")
     if rollout.waiting_for_approval:

@@ -13,9 +13,11 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.awsrequest import AWSResponse
 
 from devtools import operator_stack
 from devtools import rollout_workflow as wf
+from fleetctl import awsclients
 from fleetctl.errors import ExitCode
 from tests.conftest import load_event
 from tests.integration.fleetctl.conftest import check_schema
@@ -151,10 +153,43 @@ def _execution(stack: operator_stack.OperatorStack, rollout_id: str) -> str:
 
 
 @pytest.mark.slow(reason="a rollout executed to its approval, then aborted and the endpoint updated back")
+def deny_like_the_approval_scp(approval_table: str) -> None:
+    """Test double of the approval's service control policy (docs/approval-permissions.md), which the emulator cannot
+    evaluate: fleetctl's clients get AWS's AccessDeniedException for rollout histories and the approval table."""
+
+    def deny(model: Any, params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
+        json_api = model.service_model.protocol == "json"  # DynamoDB: the table is in the request's JSON body
+        table = json.loads(params.get("body") or "{}").get("TableName") if json_api else None
+        if model.name != "GetExecutionHistory" and table != approval_table:
+            return None
+        message = f"User is not authorized to perform: {model.name} with an explicit deny in a service control policy"
+        error = {"Error": {"Code": "AccessDeniedException", "Message": message}, "ResponseMetadata": {}}
+        return AWSResponse("https://denied.invalid", 400, {}, None), error
+
+    awsclients.reset()  # clients take the session's handlers when they are built
+    awsclients.session().events.register("before-call", deny)
+
+
 def test_abort_stops_a_rollout_in_flight_and_returns_the_endpoint(stack, cli, tmp_path, people, sign_in) -> None:
     sign_in(people["alice"])
     with wf.traffic(canary=HEALTHY, primary=HEALTHY):
         assert cli("rollout", "start", request_file(tmp_path, "v9"), "--wait", "--timeout", "150").code == 0
+        # Under the approval SCP, people read neither rollout histories nor the approval table: the commands still
+        # answer with what they can read, and say what they could not.
+        deny_like_the_approval_scp(stack.workflow.approval_table)
+        detail = cli("rollout", "status", "v9", "--json")
+        assert detail.code == 0, detail.err
+        check_schema(detail.json(), "rollout_detail")
+        assert detail.json()["rollout"]["status"] == "RUNNING" and detail.json()["rollout"]["state"] is None
+        assert "access denied on GetExecutionHistory" in detail.json()["rollout"]["history_unreadable"]
+        assert detail.json()["approval_unreadable"].startswith("access denied on Scan")
+        assert "state and step unknown: access denied on GetExecutionHistory" in cli("rollout", "status", "v9").out
+        shown = cli("status", "--json")
+        assert shown.code == 0, shown.err
+        assert [(r["rollout_id"], r["history_unreadable"] is not None) for r in shown.json()["rollouts"]] == [
+            ("v9", True)
+        ]
+        awsclients.reset()  # the SCP double goes with fleetctl's session
         aborted = cli("rollout", "abort", "v9", "--reason", "wrong adapter shipped", "--timeout", "150")
 
     assert aborted.code == 0, aborted.err
