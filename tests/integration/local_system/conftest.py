@@ -26,12 +26,29 @@ SLOW = {
 }
 
 
+#: Module-scoped deployments that several tests of a file share in turn. A file's tests that use one run after its
+#: other tests, in file order: the fresh deployments of the others (function-scoped) must not start while the
+#: shared one lives, as both would host the same endpoint on the same emulator.
+SHARED_DEPLOYMENTS = {"rolled_back_system"}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         path = Path(str(item.path))
         reason = SLOW.get(path.name) if path.parent == HERE else None
         if reason:
             item.add_marker(pytest.mark.slow(reason=reason))
+    first_of_file: dict[Path, int] = {}
+    for index, item in enumerate(items):
+        first_of_file.setdefault(Path(str(item.path)), index)
+
+    def shared_last(item: pytest.Item) -> tuple[int, bool]:
+        shares = Path(str(item.path)).parent == HERE and bool(
+            SHARED_DEPLOYMENTS & set(getattr(item, "fixturenames", ()))
+        )
+        return first_of_file[Path(str(item.path))], shares
+
+    items[:] = sorted(items, key=shared_last)  # stable: every other test keeps its place
 
 
 @pytest.fixture(autouse=True, scope="module")

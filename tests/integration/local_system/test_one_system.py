@@ -5,8 +5,9 @@ printed, shipped to the emulated CloudWatch Logs; the alarms are the templates';
 the real responder through the template's EventBridge rule. Emulated by this project (devtools/): SageMaker
 hosting that runs the container per variant, UpdateEndpoint, EMF extraction, alarm evaluation (time runs
 ``TIME_SCALE`` times faster), EventBridge -> Lambda, Lambda's runtime. No GPU: a CUDA OOM cannot happen here;
-the broken canary is a real one (its engine core dies on real prompts). Each test deploys the
-system afresh (a minute or two: the primary's CPU engine starts).
+the broken canary is a real one (its engine core dies on real prompts). A deployment takes a minute or two (the
+primary's CPU engine starts): the healthy rollout and the queue build-up each get a fresh one; the broken canary
+and the contract break share one, in that order, as each leaves the endpoint on v1 with its rollbacks finished.
 """
 
 from __future__ import annotations
@@ -33,6 +34,19 @@ pytestmark = [pytest.mark.container, pytest.mark.timeout(1200)]
 def system(emulator: MotoServer, tiny_model: TinyModel, tmp_path: Path) -> Iterator[LocalSystem]:
     emulator.reset()
     with local_system(tmp_path / "system", tiny_model) as deployed:
+        yield deployed
+
+
+@pytest.fixture(scope="module")
+def rolled_back_system(
+    emulator: MotoServer, tiny_model: TinyModel, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalSystem]:
+    """One deployment for the scenarios that end rolled back to v1: the broken canary first (it reads every
+    rollback execution of the stack, so it must see only its own), then the contract break. Their tests run after
+    this file's fresh deployments (tests/integration/local_system/conftest.py orders them), so no other deployment
+    of the same endpoint starts while this one lives."""
+    emulator.reset()
+    with local_system(tmp_path_factory.mktemp("rolled-back-system"), tiny_model) as deployed:
         yield deployed
 
 
@@ -76,8 +90,10 @@ def test_a_new_version_with_a_new_adapter_rolls_out_on_real_traffic(system: Loca
     wait_for("the promoted container's metrics", lambda: emitted(PRIMARY, MetricName.REQUESTS) >= before + 3, 60)
 
 
-def test_a_broken_canary_is_rolled_back_by_its_alarm_while_the_rollout_holds_the_lease(system: LocalSystem) -> None:
-    outcome = broken_canary(system)
+def test_a_broken_canary_is_rolled_back_by_its_alarm_while_the_rollout_holds_the_lease(
+    rolled_back_system: LocalSystem,
+) -> None:
+    outcome = broken_canary(rolled_back_system)
 
     assert outcome.lease_holder_before == "canary_rollout/v2-broken"
     # Users got a normal answer or the documented fallback throughout.
@@ -125,8 +141,9 @@ def test_queue_build_up_from_real_load_raises_capacity_through_the_responder(sma
 
 
 def test_a_model_whose_environment_breaks_the_contract_is_rolled_back_before_any_user_sees_it(
-    system: LocalSystem,
+    rolled_back_system: LocalSystem,
 ) -> None:
+    system = rolled_back_system
     url = system.artifacts["v1"]
     request = system.rollout_request("v2-ghost", "v2", url)
     # Not in the artifact: the container exits 1 (the artifact gate, off in this stack, would have refused it).
