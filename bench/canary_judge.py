@@ -25,7 +25,16 @@ Keys (rates are fractions of the rollouts):
 - ``minutes_to_detect_<regression>_at_5pct_weight``: median minutes from the canary's first request (the 5 %
   step) to its rollback over ``ab_rollouts`` rollouts; -1 when fewer than half were rolled back.
   ``detected_rate__<regression>``: rolled back at all; ``detected_at_5pct_step_rate__<regression>``: at the 5 %
-  step. Regressions: ``ttft_p95_plus10pct`` (TTFT x1.10), ``errors_plus50pct`` (errors x1.5).
+  step; ``rolled_back_at_step_rate__<regression>__w<step>``: at each step. Regressions: ``ttft_p95_plus10pct``
+  (TTFT x1.10), ``errors_plus50pct`` (errors x1.5).
+- What the error comparison can see of ``errors_plus50pct`` at all, from the counts alone (exact, no replay:
+  ``bench/_canary_power.py``; Fisher's test at the shipped alpha without the check's 0.1-point margin unless
+  said): ``errors_plus50pct_detect_chance_at_5pct_bake`` (one analysis after the 5 % step's bake;
+  ``..._alpha_0.01``: a test spending the whole A/A budget on that one look),
+  ``errors_factor_detected_half_at_5pct_bake`` (the error factor that analysis fails half the time),
+  ``errors_plus50pct_minutes_for_half_at_5pct_weight`` (the bake at 5 % it needs to fail half of them;
+  ``..._alpha_0.01``; ``..._with_margin``: with the margin, which equals the whole regression, -1: never),
+  ``errors_plus50pct_detect_chance_pooled_rollout`` (every request of the 5 to 75 % steps in one analysis).
 - A canary over the error-rate SLO, through the whole rollout, ``ab_rollouts`` each: ``errors_1pct`` (1 % errors,
   twice the 0.5 % SLO, against the primary's 0.2 %), ``errors_1pct_both`` (the primary at 1 % too, so only the
   absolute SLO can stop it) and ``errors_0.75pct_both`` (both at 0.75 %):
@@ -53,6 +62,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from bench._canary_power import detection_chance, minutes_needed, smallest_factor
 from fleetops.config import load_fleet_config
 from fleetops.rollout.analysis import Analysis, analyse
 from fleetops.rollout.canary_metrics import CanaryMetrics
@@ -80,6 +90,8 @@ SIZES: dict[str, tuple[float, float]] = {  # name -> (TTFT factor, error factor)
     "errors_x5": (1.0, 5.0),
 }
 REGRESSIONS = {"ttft_p95_plus10pct": (1.10, 1.0), "errors_plus50pct": (1.0, 1.5)}
+#: A one-sided test spending the whole A/A budget on one look: what even a lenient comparison could see.
+LENIENT_ALPHA = 0.01
 #: name -> (TTFT factor, canary error factor, primary error factor), of the shape's 0.2 % errors.
 OVER_SLO = {
     "errors_1pct": (1.0, 5.0, 1.0),
@@ -250,6 +262,43 @@ def held(seed: int, rps: float, checks: CanaryChecks, weight: int, factors: tupl
     return [_judge(traffic, checks, 0, look).verdict for look in LOOKS]
 
 
+def _by_step(name: str, runs: list[Rollout]) -> dict[str, float]:
+    return {
+        f"rolled_back_at_step_rate__{name}__w{step}": round(
+            sum(r.rolled_back and r.weight == step for r in runs) / len(runs), 4
+        )
+        for step in DEFAULT_STEPS
+    }
+
+
+def errors_plus50pct_arithmetic(rps: float, bake: int, rate: float, checks: CanaryChecks) -> dict[str, float]:
+    """What the error comparison can see of ``errors_plus50pct`` at this traffic, from the counts alone
+    (:mod:`bench._canary_power`): the test alone unless said (``_with_margin``: also the check's limit)."""
+    margin = next(c.limit for c in checks.checks.values() if c.compare == "baseline_increase")
+    factor, per_bake = REGRESSIONS["errors_plus50pct"][1], rps * 60 * bake
+    canary = round(per_bake * DEFAULT_STEPS[0] / 100)
+    baseline = round(per_bake) - canary
+    # The whole rollout's counts while a primary still serves (5 % to 75 %), one bake each, as one analysis.
+    pooled_canary = round(sum(per_bake * w / 100 for w in DEFAULT_STEPS if w < 100))
+    pooled_baseline = round(per_bake * sum(1 for w in DEFAULT_STEPS if w < 100)) - pooled_canary
+    name, w = "errors_plus50pct", DEFAULT_STEPS[0]
+    return {
+        f"{name}_detect_chance_at_{w}pct_bake": round(detection_chance(canary, baseline, rate, factor, 0.0), 5),
+        f"{name}_detect_chance_at_{w}pct_bake_alpha_{LENIENT_ALPHA}": round(
+            detection_chance(canary, baseline, rate, factor, 0.0, LENIENT_ALPHA), 5
+        ),
+        f"errors_factor_detected_half_at_{w}pct_bake": smallest_factor(canary, baseline, rate, 0.0),
+        f"{name}_minutes_for_half_at_{w}pct_weight": minutes_needed(rps, w, rate, factor, 0.0),
+        f"{name}_minutes_for_half_at_{w}pct_weight_alpha_{LENIENT_ALPHA}": minutes_needed(
+            rps, w, rate, factor, 0.0, LENIENT_ALPHA
+        ),
+        f"{name}_minutes_for_half_at_{w}pct_weight_with_margin": minutes_needed(rps, w, rate, factor, margin),
+        f"{name}_detect_chance_pooled_rollout": round(
+            detection_chance(pooled_canary, pooled_baseline, rate, factor, 0.0), 4
+        ),
+    }
+
+
 def _median_minutes(outcomes: list[Rollout]) -> float:
     if sum(o.rolled_back for o in outcomes) * 2 < len(outcomes):
         return -1.0
@@ -282,11 +331,11 @@ def run(aa: int = AA_ROLLOUTS, ab: int = AB_ROLLOUTS, table_seeds: int = TABLE_S
         results[f"detected_at_5pct_step_rate__{name}"] = round(
             sum(r.rolled_back and r.weight == 5 for r in runs) / ab, 4
         )
+        results |= _by_step(name, runs)
+    results |= errors_plus50pct_arithmetic(rps, bake, shape.error_rate, checks)
     for name, over in OVER_SLO.items():
         runs = [rollout(30_000 + seed, rps, checks, over) for seed in range(ab)]
-        for step in DEFAULT_STEPS:
-            at = sum(r.rolled_back and r.weight == step for r in runs)
-            results[f"rolled_back_at_step_rate__{name}__w{step}"] = round(at / ab, 4)
+        results |= _by_step(name, runs)
         results[f"pct_reaching_100__{name}"] = round(100 * sum(r.weight == 100 for r in runs) / ab, 2)
 
     results["table_seeds"] = table_seeds

@@ -48,10 +48,15 @@ def dependencies() -> CanaryMetrics:
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     parsed = Event.model_validate(event)
-    source = dependencies()
-    canary, baseline = source.window(
-        parsed.endpoint_name, parsed.canary_variant_name, parsed.baseline_variant_name, parsed.window_start, parsed.now
+    rollout_checks = checks.with_overrides(parsed.thresholds)
+    canary, baseline = dependencies().window(
+        parsed.endpoint_name,
+        parsed.canary_variant_name,
+        parsed.baseline_variant_name,
+        parsed.window_start,
+        parsed.now,
+        rollout_checks,
     )
-    result = analyse(canary, baseline, checks.with_overrides(parsed.thresholds))
+    result = analyse(canary, baseline, rollout_checks)
     logger.info("canary analysed", extra={"verdict": result.verdict, "summary": result.summary})
     return result.model_dump(mode="json")

@@ -125,3 +125,49 @@ def test_a_request_may_tighten_an_absolute_gate_and_the_verdict_applies_it() -> 
     tightened = analyse(canary, stats("primary", p95_ttft_ms=450.0), SHIPPED.with_overrides(tight))
     # 0.10 % errors is at the tightened limit, not above it.
     assert tightened.reasons == ("absolute SLO: p95 TTFT 450 ms above 400 ms",)
+
+
+# --- the SLOs judged on counts: how many requests are over the limit, against the share the SLO allows ---
+
+
+def with_ttft_counts(name: str, p95: float, over: int, samples: int = 540) -> VariantStats:
+    """A variant whose p95 TTFT reads ``p95`` over ``samples`` values, ``over`` of them above the 500 ms SLO."""
+    share = 100 * (samples - over) / samples
+    counts = {"TimeToFirstTokenMs:SampleCount": samples, "TimeToFirstTokenMs:PR(:500)": share}
+    found = stats(name, p95_ttft_ms=p95, requests=samples)
+    return found.model_copy(update={"values": found.values | counts})
+
+
+def test_a_p95_over_its_slo_within_chance_bakes_again_and_far_over_fails() -> None:
+    # The 5 % step's 540 requests: 30 over 500 ms (5.6 %, the SLO allows 5 %) is P 0.30 for a canary right at
+    # the SLO: the point value alone failed it, now the step bakes again on the same window.
+    near = analyse(with_ttft_counts("canary", 510.0, over=30), with_ttft_counts("primary", 490.0, over=25), T)
+    line_near = line(near, "ttft-slo")
+    assert near.verdict == "inconclusive" and line_near["outcome"] == "inconclusive"
+    assert line_near["p_value"] == pytest.approx(0.303, abs=0.001)
+    assert near.reasons == ("absolute SLO: p95 TTFT 510 ms above 500 ms, not yet beyond chance (p 0.3): bake longer",)
+    # 60 of them (11 %) is beyond chance: the SLO fails the canary whatever the primary did.
+    far = analyse(with_ttft_counts("canary", 560.0, over=60), with_ttft_counts("primary", 560.0, over=60), T)
+    assert far.verdict == "fail" and far.reasons == ("absolute SLO: p95 TTFT 560 ms above 500 ms",)
+    assert (line(far, "ttft-slo")["p_value"] or 1) < 0.0002
+
+
+def test_an_error_rate_over_its_slo_as_likely_at_the_slo_as_above_passes_with_its_p_value() -> None:
+    # 3 errors in 540 requests (0.56 %) happen to one canary in ten at the primary's 0.2 %, and to half of those
+    # right at the 0.5 % SLO (P 0.51): no evidence it is over, so the step passes instead of baking again.
+    result = analyse(stats("canary", requests=540, errors=3), stats("primary", requests=10000, errors=20), T)
+    slo = line(result, "error-rate")
+    assert result.verdict == "pass" and slo["outcome"] == "pass" and slo["reason"] is None
+    assert slo["canary"] == pytest.approx(3 / 540) and slo["p_value"] == pytest.approx(0.507, abs=0.001)
+    # One more error (0.74 %, P 0.29 at the SLO) holds it.
+    held = analyse(stats("canary", requests=540, errors=4), stats("primary", requests=10000, errors=20), T)
+    assert held.verdict == "inconclusive" and line(held, "error-rate")["outcome"] == "inconclusive"
+
+
+def test_an_excess_over_the_primary_at_p_0_0004_passes_one_test_spends_0_0002() -> None:
+    # 12 errors in 4000 canary requests against 5 in 10,000: Fisher's p 0.0004. A rollout makes some 30 tests,
+    # so 0.0005 each rolled back more than 1 % of good releases; 0.0002 each keeps the whole rollout under it.
+    result = analyse(stats("canary", requests=4000, errors=12), stats("primary", requests=10000, errors=5), T)
+    increase = line(result, "error-rate-increase")
+    assert 0.0002 < (increase["p_value"] or 0) < 0.0005
+    assert result.verdict == "pass" and increase["outcome"] == "pass"

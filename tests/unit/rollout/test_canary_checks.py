@@ -252,3 +252,22 @@ def test_the_local_system_sizes_every_latency_gate_for_its_cpu_engine_by_name() 
     latency_gates = {n for n, c in shipped.checks.items() if unit_of(c.metric) == "Milliseconds"}
     assert latency_gates == {"p95-latency", "p95-ttft", "latency-slo", "ttft-slo"}
     assert latency_gates <= set(LOCAL_CHECK_LIMITS)
+
+
+def test_the_window_counts_an_slo_percentile_at_the_limit_the_rollout_set() -> None:
+    # The TTFT SLO is judged on the requests over its limit: a rollout that tightens it to 300 ms must read the
+    # share at or below 300 ms, not at the declared 500 ms (the adapter is built once with the declared checks).
+    cloudwatch, source = read(CANARY_CHECKS, healthy())
+    tight = load_canary_checks().with_overrides(Thresholds(max_ttft_p95_ms=300))
+    source.window("manga-chat", "canary", "primary", START, END, tight)
+
+    asked = {
+        q["MetricStat"]["Stat"]
+        for call in cloudwatch.calls
+        for q in call["MetricDataQueries"]
+        if q["MetricStat"]["Metric"]["MetricName"] == "TimeToFirstTokenMs"
+    }
+    assert {"SampleCount", "PR(:300)"} <= asked and "PR(:500)" not in asked
+    before = len(cloudwatch.calls)
+    source.window("manga-chat", "canary", "primary", START, END)
+    assert "PR(:500)" in {q["MetricStat"]["Stat"] for c in cloudwatch.calls[before:] for q in c["MetricDataQueries"]}

@@ -8,11 +8,15 @@ the real ones.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from bench import canary_judge as bench
+from bench._canary_power import detection_chance
 from fleetops.rollout import analysis
 from fleetops.rollout.checks import Thresholds, load_canary_checks
+from fleetops.rollout.significance import ALPHA, excess_p_value
 
 CHECKS = load_canary_checks()
 RPS = bench.baseline_rps()
@@ -57,3 +61,41 @@ def test_a_short_run_writes_every_documented_key() -> None:
             assert 0 <= failed <= 1 and 0 <= passed <= 1 - failed
             assert results[f"minutes_to_detect__{size}__w{weight}"] in (-1.0, *bench.LOOKS)
     assert results["ttft_p50_ms"] < results["ttft_p95_ms"] < results["ttft_p99_ms"]
+    for step in (5, 25, 50, 75, 100):
+        assert 0 <= results[f"rolled_back_at_step_rate__errors_plus50pct__w{step}"] <= 1
+    # What the counts allow for errors 0.2 -> 0.3 %: one 15-minute analysis at 5 % is nearly blind to it; it takes
+    # hundreds of minutes at that weight, and with the check's 0.1-point margin (the whole regression) never half.
+    assert (
+        0
+        < results["errors_plus50pct_detect_chance_at_5pct_bake"]
+        < results["errors_plus50pct_detect_chance_at_5pct_bake_alpha_0.01"]
+        < results["errors_plus50pct_detect_chance_pooled_rollout"]
+        < 0.5
+    )
+    assert 1.5 < results["errors_factor_detected_half_at_5pct_bake"] < 20
+    assert (
+        15
+        < results["errors_plus50pct_minutes_for_half_at_5pct_weight_alpha_0.01"]
+        < results["errors_plus50pct_minutes_for_half_at_5pct_weight"]
+    )
+    assert results["errors_plus50pct_minutes_for_half_at_5pct_weight_with_margin"] == -1
+
+
+def _poisson(mean: float, k: int) -> float:
+    return math.exp(k * math.log(mean) - mean - math.lgamma(k + 1))
+
+
+@pytest.mark.parametrize(("factor", "increase"), [(1.0, 0.0), (4.0, 0.0), (4.0, 0.01)])
+def test_the_detection_chance_is_the_shipped_tests_rejections_summed_over_both_variants_error_counts(
+    factor: float, increase: float
+) -> None:
+    # Brute force on a window small enough to enumerate: every pair of error counts (Poisson, independent), each
+    # judged by the analysis's own Fisher test at its alpha and the point limit.
+    n_c, n_b, rate = 200, 800, 0.01
+    expected = sum(
+        _poisson(n_c * rate * factor, k) * _poisson(n_b * rate, j)
+        for k in range(1, 60)
+        for j in range(0, 60)
+        if k / n_c > j / n_b + increase and excess_p_value(k, n_c, j, n_b) < ALPHA
+    )
+    assert detection_chance(n_c, n_b, rate, factor, increase) == pytest.approx(expected, rel=1e-6, abs=1e-12)

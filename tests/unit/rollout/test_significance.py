@@ -122,7 +122,8 @@ def test_a_canary_percentile_over_the_limit_on_slower_counts_fails() -> None:
 
 def test_the_tail_counts_read_are_those_the_analysis_asks_for() -> None:
     asked = {s.key for s in tail_series(T, variant("primary", 300.0)) if s.metric == TTFT}
-    assert asked == set(variant("canary", 400.0, BASELINE_SHARES, count=1).values) - set(variant("c", 400.0).values)
+    relative = set(variant("canary", 400.0, BASELINE_SHARES, count=1).values) - set(variant("c", 400.0).values)
+    assert asked == relative | {f"{TTFT}:PR(:500)"}  # and at the TTFT SLO's own limit
 
 
 def test_without_the_tail_counts_the_point_values_judge_alone() -> None:

@@ -26,6 +26,7 @@ from fleetops.rollout.checks import CanaryCheck, CanaryChecks, Gate, Series
 from fleetops.rollout.significance import (
     ALPHA,
     BOUNDS,
+    HOLD,
     bins,
     excess_p_value,
     rate_above_p_value,
@@ -139,9 +140,10 @@ def judge(
 
 
 def tail_series(checks: CanaryChecks, baseline: VariantStats) -> tuple[Series, ...]:
-    """What a percentile check against the baseline needs besides its percentiles, for both variants: the values'
-    count and the share at or below each multiple of :data:`BOUNDS` of the baseline's value (CloudWatch's
-    percentile rank, ``PR(:bound)``). Empty where the baseline has no value (nothing to compare with).
+    """What the checks on percentiles need besides the percentiles, for both variants: the values' count and the
+    share at or below a bound (CloudWatch's percentile rank, ``PR(:bound)``): an absolute gate's limit, and each
+    multiple of :data:`BOUNDS` of the baseline's value for a check against the baseline (none where the baseline
+    has no value: nothing to compare with).
 
     Examples
     --------
@@ -149,11 +151,18 @@ def tail_series(checks: CanaryChecks, baseline: VariantStats) -> tuple[Series, .
     >>> baseline = VariantStats(variant_name="p", values={"TimeToFirstTokenMs:p95": 400.0})
     >>> [s.key for s in tail_series(load_canary_checks(), baseline)][:3]
     ['TimeToFirstTokenMs:SampleCount', 'TimeToFirstTokenMs:PR(:120)', 'TimeToFirstTokenMs:PR(:160)']
+    >>> [s.key for s in tail_series(load_canary_checks(), baseline)][-2:]
+    ['RequestLatencyMs:PR(:10000)', 'TimeToFirstTokenMs:PR(:500)']
     """
     found: dict[Series, None] = {}
     for check in checks.checks.values():
+        if check.divided_by is not None or _percentile(check.statistic) is None:
+            continue
+        if check.compare == "maximum":
+            found.update({Series(check.metric, "SampleCount"): None, Series(check.metric, _rank(check.limit)): None})
+            continue
         value_b = baseline.values.get(Series(check.metric, check.statistic).key)
-        if check.compare != "baseline_regression" or check.divided_by is not None or not value_b:
+        if check.compare != "baseline_regression" or not value_b:
             continue
         found[Series(check.metric, "SampleCount")] = None
         found.update({Series(check.metric, _rank(value_b * bound)): None for bound in BOUNDS})
@@ -186,19 +195,44 @@ def _relative_p_value(check: CanaryCheck, canary: VariantStats, baseline: Varian
 
 
 def _over_maximum(line: CheckResult, check: CanaryCheck, c: float, canary: VariantStats, limit: float) -> CheckResult:
-    """An absolute gate: over its limit fails. A rate over its limit fails only when its counts make chance
-    unlikely; until they do it is inconclusive, never a pass: the step bakes again on the same window, so the
-    counts grow until the rate is shown over the SLO (fail) or falls under it (pass), or the extensions run out
-    (roll back). A canary over the SLO is never promoted on a lucky draw."""
+    """An absolute gate: over its limit fails. On a rate or a percentile whose counts were read, the count over the
+    limit (errors; requests slower than the limit) is tested against the share the SLO allows: beyond chance
+    (p below :data:`ALPHA`) fails; more than chance gives a canary right at the SLO (p below :data:`HOLD`) is
+    inconclusive, never a pass: the step bakes again on the same window, so the counts grow until the canary is
+    shown over the SLO or back within it, or the extensions run out (roll back); within chance of the SLO passes.
+    """
     reason = _above(check, c, limit)
-    if c <= limit or check.divided_by is None or check.statistic != "Sum":
+    counted = _over_counts(check, canary, limit)
+    if c <= limit or counted is None:
         return _unless(line, c > limit, "fail", reason)
-    events, trials = (round(canary.of(Series(m, "Sum")) or 0.0) for m in (check.metric, check.divided_by))
-    p = rate_above_p_value(events, trials, limit)
+    over, trials, allowed = counted
+    p = rate_above_p_value(over, trials, allowed)
     line = line.model_copy(update={"p_value": p})
     if p < ALPHA:
         return _unless(line, True, "fail", reason)
-    return _unless(line, True, "inconclusive", f"{reason}, not yet beyond chance (p {p:.2g}): bake longer")
+    return _unless(line, p < HOLD, "inconclusive", f"{reason}, not yet beyond chance (p {p:.2g}): bake longer")
+
+
+def _over_counts(check: CanaryCheck, canary: VariantStats, limit: float) -> tuple[int, int, float] | None:
+    """The canary's count over the limit, its trials and the share over it the limit allows; None when a
+    percentile's counts were not read (the point value then judges alone)."""
+    if check.divided_by is not None:
+        if check.statistic != "Sum":
+            return None
+        events, trials = (round(canary.of(Series(m, "Sum")) or 0.0) for m in (check.metric, check.divided_by))
+        return events, trials, limit
+    quantile = _percentile(check.statistic)
+    count = canary.values.get(Series(check.metric, "SampleCount").key)
+    share = canary.values.get(Series(check.metric, _rank(limit)).key)
+    if quantile is None or not count or share is None:
+        return None
+    trials = round(count)
+    return trials - round(count * share / 100), trials, 1 - quantile / 100
+
+
+def _percentile(statistic: str) -> float | None:
+    """95.0 for ``p95``; None for a statistic that is no percentile."""
+    return float(statistic[1:]) if statistic.startswith("p") else None
 
 
 def _unless(line: CheckResult, failed: bool, outcome: Outcome, reason: str) -> CheckResult:

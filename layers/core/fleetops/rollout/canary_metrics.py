@@ -93,17 +93,23 @@ class CanaryMetrics:
         return VariantStats(variant_name=variant_name, values=values)
 
     def window(
-        self, endpoint_name: str, canary_variant: str, baseline_variant: str, start: datetime, end: datetime
+        self,
+        endpoint_name: str,
+        canary_variant: str,
+        baseline_variant: str,
+        start: datetime,
+        end: datetime,
+        checks: CanaryChecks | None = None,
     ) -> tuple[VariantStats, VariantStats]:
         """The canary's and the baseline's numbers over the same window, as the analysis compares them.
 
-        The checks' series first; then, where a percentile is compared with the baseline's, both variants' counts
-        at or below multiples of the baseline's value (:func:`fleetops.rollout.analysis.tail_series`), which the
-        analysis tests for a slower canary.
+        The checks' series first; then both variants' counts at or below the bounds the checks on percentiles test
+        (:func:`fleetops.rollout.analysis.tail_series`): an SLO's limit, multiples of the baseline's value.
+        ``checks``: a rollout's own (its overrides move the SLOs' bounds); the adapter's by default.
         """
         canary = self.variant_stats(endpoint_name, canary_variant, start, end)
         baseline = self.variant_stats(endpoint_name, baseline_variant, start, end)
-        tails = tail_series(self._checks, baseline)
+        tails = tail_series(checks or self._checks, baseline)
         if not tails:
             return canary, baseline
         more = [self.variant_stats(endpoint_name, v.variant_name, start, end, tails) for v in (canary, baseline)]
