@@ -2,14 +2,26 @@
 
 Against a fast stand-in upstream (``devtools.standin_engine``: no model, every answer at once, ``STANDIN_TOKENS``
 tokens streamed ``STANDIN_INTERVAL_S`` apart, as a loaded GPU decodes), so the gateway is the only thing that can
-be slow:
+be slow. Three sides take the same load in turn, in ``STANDIN_ROUNDS`` rounds whose order alternates (so a drift
+in the shared machine's load hits all alike): the stand-in direct, the gateway in front of it, and
+``devtools.bare_proxy`` in front of it (the gateway's server stack, uvicorn + uvloop + httptools with an aiohttp
+upstream, relaying bytes and doing nothing else: the floor a Python proxy on this stack adds, measured beside it).
+A request's latency is from sending it to its stream's last byte; an "added" figure is a side's percentile minus
+the stand-in's (percentiles of different requests: a pair of requests cannot be sent twice).
 
-- ``gateway_added_p50_ms_200`` / ``gateway_added_p99_ms_200`` (target p99 <= 3 ms): 200 concurrent streams
-  (``/invocations``, ``stream: true``), each client sending its next request when the last stream ended; a
-  request's latency is from sending it to its stream's last byte. The same load straight to the stand-in gives
-  the baseline; the figures are the gateway's percentile minus the stand-in's, over ``STANDIN_ROUNDS`` paired
-  rounds (A B, then B A). ``standin_*_ms_200`` and ``gateway_*_ms_200`` are the two sides.
-- ``gateway_cpu_ms_per_request_standin_200``: the gateway process's own CPU time per request in those runs.
+- ``gateway_added_p50_ms_200`` / ``gateway_added_p99_ms_200`` (target p99 <= 3 ms), ``bare_proxy_added_*_ms_200``:
+  200 concurrent streams as independent users make them: open-loop arrivals, a seeded Poisson schedule (the same
+  for every side) at ``streams / stream duration`` requests a second, so 200 streams are open on average
+  (Little's law). ``arrival_rps_200`` is that rate. A proxy the host's other work leaves less CPU than these
+  arrivals need falls behind and its queue shows here (the bare proxy's figure tells such a run apart).
+- ``*_added_p50_ms_200_closed`` / ``*_added_p99_ms_200_closed``: 200 clients in a closed loop, each sending its
+  next request when its last stream ended (this bench's figure before the open-loop one). With equal stream
+  lengths the clients fall into step: requests arrive in bursts, each waiting for those ahead of it in the
+  burst, so this figure grows with the burst's size times the per-request cost (a throughput cost, which the
+  CPU figures count) more than it shows what one request meets.
+- ``gateway_cpu_ms_per_request_standin_200`` / ``bare_proxy_cpu_ms_per_request_200``: each proxy process's own
+  CPU time per request, over both loads.
+- ``host_load_1m``: the machine's load average when the runs began (other work on a shared host shows here).
 
 Then the same real vLLM engine (CPU, tiny model) direct and through the gateway:
 
@@ -30,9 +42,10 @@ CPU-millisecond slows the engine and the ratio measures the machine's contention
 (runs on a shared 2-core host swung from 0.76 to 1.12). So the engine (API server and compute threads)
 is pinned to the lower half of the CPUs and the gateway and the load generator to the upper half; the
 direct runs use the same layout, so both sides drive the same engine on the same cores
-(``engine_cpus`` / ``front_cpus`` record it). Against the stand-in, the gateway has the upper half to itself and
-the stand-in and the load generator share the lower half (the stand-in runs before the engine starts). With a
-single CPU nothing is pinned.
+(``engine_cpus`` / ``front_cpus`` record it). Against the stand-in, the proxy measured (gateway or bare proxy) has
+the upper half and the stand-in and the load generator share the lower half in every run, the direct ones
+included: the load generator never takes the proxy's CPU, so the added figures are the proxy's, not contention
+with the client (the stand-in runs before the engine starts). With a single CPU nothing is pinned.
 """
 
 from __future__ import annotations
@@ -40,6 +53,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import statistics
 import tempfile
 import time
@@ -49,6 +63,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import httpx
 
+from devtools.bare_proxy import start_bare_proxy
 from devtools.local_serving import start_engine, start_gateway, start_standin_engine
 from devtools.tiny_model import TinyModel, ensure_tiny_model
 
@@ -68,6 +83,7 @@ STANDIN_INTERVAL_S = 0.05  # 20 tokens/s per stream
 STANDIN_ROUNDS = 4
 STANDIN_RUN_S = 6.0
 STANDIN_WARM_S = 1.0  # requests sent in a run's first second (connections opening) are not counted
+STANDIN_SEED = 7  # of the open-loop arrival schedule, the same for every side
 
 
 def cpu_seconds(pid: int) -> float:
@@ -136,6 +152,47 @@ async def _timed_load(url: str, payload: dict[str, Any], streams: int, seconds: 
 
         await asyncio.gather(*(worker() for _ in range(streams)))
         return latencies, done
+
+
+def arrivals(rate: float, seconds: float, seed: int = STANDIN_SEED) -> list[float]:
+    """A Poisson schedule: send times (seconds from the start) at ``rate`` a second on average, reproducible.
+
+    Examples
+    --------
+    >>> times = arrivals(250, 6.0)
+    >>> times == arrivals(250, 6.0), 1400 < len(times) < 1600, times == sorted(times)
+    (True, True, True)
+    """
+    draw, at, times = random.Random(seed), 0.0, []
+    while (at := at + draw.expovariate(rate)) < seconds:
+        times.append(at)
+    return times
+
+
+async def _open_load(url: str, payload: dict[str, Any], schedule: list[float]) -> tuple[list[float], int]:
+    """Open loop: one request at each time of ``schedule``, whether or not earlier ones have finished.
+
+    Returns (the milliseconds from sending to the last byte of requests sent after the first ``STANDIN_WARM_S``,
+    every completed request).
+    """
+    connector = aiohttp.TCPConnector(limit=0)  # no pool limit: a request never waits for another's connection
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as session:
+        latencies: list[float] = []
+        began = time.perf_counter()
+
+        async def one(at: float) -> None:
+            await asyncio.sleep(max(began + at - time.perf_counter(), 0))
+            sent = time.perf_counter()
+            async with session.post(url, json=payload) as response:
+                if response.status != 200:
+                    raise RuntimeError(f"{url}: HTTP {response.status}")
+                async for _ in response.content.iter_any():
+                    pass
+            if at >= STANDIN_WARM_S:
+                latencies.append((time.perf_counter() - sent) * 1000)
+
+        await asyncio.gather(*(one(at) for at in schedule))
+        return latencies, len(schedule)
 
 
 def percentile(samples: list[float], q: int) -> float:
@@ -216,40 +273,69 @@ def _against_standin(
     back_cpus: set[int] | None,
     gateway_cpus: set[int] | None,
 ) -> dict[str, float]:
-    """The gateway's added latency at ``STANDIN_STREAMS`` streams and its CPU per request, against the stand-in."""
+    """Added latency at ``STANDIN_STREAMS`` streams (open and closed loop) and CPU per request of the gateway and
+    of the bare proxy, against the stand-in."""
+    n = STANDIN_STREAMS
+    stream_s = STANDIN_TOKENS * STANDIN_INTERVAL_S
+    schedule = arrivals(n / stream_s, STANDIN_RUN_S)
+    results: dict[str, float] = {"standin_stream_ms": round(stream_s * 1000, 1), f"arrival_rps_{n}": n / stream_s}
     with (
         start_standin_engine(work, STANDIN_TOKENS, STANDIN_INTERVAL_S, cpus=back_cpus) as standin,
         start_gateway(
             tiny, work, engine_url=standin.base_url, env={"METRICS_INTERVAL_S": "60"}, cpus=gateway_cpus
         ) as gateway,
+        start_bare_proxy(standin.base_url, work, cpus=gateway_cpus) as (bare_url, bare),
         on_cpus(back_cpus),
     ):
-        direct = (f"{standin.base_url}/v1/chat/completions", direct_body)
-        through = (f"{gateway.url}/invocations", gateway_body)
-        asyncio.run(_timed_load(*through, STANDIN_STREAMS, 2.0))  # warm both paths
-        asyncio.run(_timed_load(*direct, STANDIN_STREAMS, 2.0))
-        latencies: dict[str, list[float]] = {"standin": [], "gateway": []}
-        gateway_cpu, gateway_requests = 0.0, 0
-        for round_ in range(STANDIN_ROUNDS):
-            for side in ("standin", "gateway") if round_ % 2 == 0 else ("gateway", "standin"):
-                cpu_before = cpu_seconds(gateway.process.pid)
-                samples, done = asyncio.run(
-                    _timed_load(*(direct if side == "standin" else through), STANDIN_STREAMS, STANDIN_RUN_S)
-                )
-                latencies[side] += samples
-                if side == "gateway":
-                    gateway_cpu += cpu_seconds(gateway.process.pid) - cpu_before
-                    gateway_requests += done
+        sides = {
+            "standin": (f"{standin.base_url}/v1/chat/completions", direct_body),
+            "gateway": (f"{gateway.url}/invocations", gateway_body),
+            "bare_proxy": (f"{bare_url}/v1/chat/completions", direct_body),
+        }
+        pids = {"gateway": gateway.process.pid, "bare_proxy": bare.pid}
+        for url, body in sides.values():  # warm every path
+            asyncio.run(_timed_load(url, body, n, 2.0))
+        results["host_load_1m"] = round(os.getloadavg()[0], 2)
+        cpu = dict.fromkeys(pids, 0.0)
+        requests = dict.fromkeys(pids, 0)
+        for loop in ("open", "closed"):
+            latencies: dict[str, list[float]] = {side: [] for side in sides}
+            for round_ in range(STANDIN_ROUNDS):
+                for side in sides if round_ % 2 == 0 else reversed(sides):
+                    cpu_before = cpu_seconds(pids[side]) if side in pids else 0.0
+                    samples, done = asyncio.run(_one_run(loop, *sides[side], schedule))
+                    latencies[side] += samples
+                    if side in pids:
+                        cpu[side] += cpu_seconds(pids[side]) - cpu_before
+                        requests[side] += done
+            results |= _added(latencies, "" if loop == "open" else "_closed")
+    # Completed a second through the gateway, over the open-loop and the closed-loop runs.
+    results[f"gateway_rps_standin_{n}"] = round(requests["gateway"] / (2 * STANDIN_ROUNDS * STANDIN_RUN_S), 1)
+    for side, key in (
+        ("gateway", f"gateway_cpu_ms_per_request_standin_{n}"),
+        ("bare_proxy", f"bare_proxy_cpu_ms_per_request_{n}"),
+    ):
+        results[key] = round(cpu[side] * 1000 / max(requests[side], 1), 3)
+    return results
+
+
+async def _one_run(loop: str, url: str, body: dict[str, Any], schedule: list[float]) -> tuple[list[float], int]:
+    if loop == "open":
+        return await _open_load(url, body, schedule)
+    return await _timed_load(url, body, STANDIN_STREAMS, STANDIN_RUN_S)
+
+
+def _added(latencies: dict[str, list[float]], suffix: str) -> dict[str, float]:
+    """Each side's p50 and p99, and each proxy's added p50 and p99 over the stand-in's."""
     n = STANDIN_STREAMS
-    results = {"standin_stream_ms": round(STANDIN_TOKENS * STANDIN_INTERVAL_S * 1000, 1)}
+    results: dict[str, float] = {f"latency_samples_{n}{suffix}": float(min(len(v) for v in latencies.values()))}
     for q in (50, 99):
-        standin_ms, gateway_ms = percentile(latencies["standin"], q), percentile(latencies["gateway"], q)
-        results[f"standin_p{q}_ms_{n}"] = round(standin_ms, 2)
-        results[f"gateway_p{q}_ms_{n}"] = round(gateway_ms, 2)
-        results[f"gateway_added_p{q}_ms_{n}"] = round(gateway_ms - standin_ms, 2)
-    results[f"gateway_rps_standin_{n}"] = round(gateway_requests / (STANDIN_ROUNDS * STANDIN_RUN_S), 1)
-    results[f"gateway_cpu_ms_per_request_standin_{n}"] = round(gateway_cpu * 1000 / max(gateway_requests, 1), 3)
-    results[f"latency_samples_{n}"] = float(min(len(v) for v in latencies.values()))
+        direct = percentile(latencies["standin"], q)
+        results[f"standin_p{q}_ms_{n}{suffix}"] = round(direct, 2)
+        for side in ("gateway", "bare_proxy"):
+            through = percentile(latencies[side], q)
+            results[f"{side}_p{q}_ms_{n}{suffix}"] = round(through, 2)
+            results[f"{side}_added_p{q}_ms_{n}{suffix}"] = round(through - direct, 2)
     return results
 
 

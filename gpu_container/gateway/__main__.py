@@ -263,6 +263,7 @@ def serve(env: Environment) -> int:
         loop="uvloop",
         http="httptools",
         access_log=False,
+        proxy_headers=False,  # nothing reads the client's address or scheme: no middleware layer on every request
         log_level="warning",
         timeout_keep_alive=75,  # above SageMaker's 60 s keep-alive, so it never hits a closed connection
         timeout_graceful_shutdown=3,  # drain window + 3 s + engine stop (<= 7 s) stays below SIGKILL at ~30 s

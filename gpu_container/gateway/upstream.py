@@ -7,10 +7,14 @@ keeps the relay cheap. Health checks and warm-up stay on httpx (a few requests a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import aiohttp
+import yarl
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
 
 #: Any failure to reach the engine or to read its answer (refused, reset, cut mid-body).
 UpstreamError = (aiohttp.ClientError, ConnectionError)
@@ -23,6 +27,8 @@ KEEPALIVE_S = 60
 #: gateway's, as a load balancer's backend must: otherwise a request sent on a connection the engine is closing
 #: fails with "server disconnected" and counts as an engine failure (seen under load on a busy host).
 ENGINE_KEEPALIVE_S = KEEPALIVE_S + 15
+#: Parsed engine URLs kept (the gateway calls a handful; a bound all the same).
+MAX_CACHED_URLS = 16
 
 
 @dataclass
@@ -37,13 +43,13 @@ class UpstreamResponse:
         finally:
             self.response.release()
 
-    async def chunks(self) -> AsyncIterator[bytes]:
-        """The body as it arrives (several SSE events per chunk when the engine is ahead of us)."""
-        try:
-            async for chunk in self.response.content.iter_any():
-                yield chunk
-        finally:
-            self.response.close()
+    def chunks(self) -> AsyncIterator[bytes]:
+        """The body as it arrives (several SSE events per chunk when the engine is ahead of us).
+
+        aiohttp's own iterator, not a generator around it: one layer less on every relayed chunk. The caller
+        closes the response (:meth:`close`) however the stream ends.
+        """
+        return self.response.content.iter_any()
 
     def close(self) -> None:
         self.response.close()
@@ -55,13 +61,18 @@ class Upstream:
     def __init__(self, max_connections: int = 1024) -> None:
         self.max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
+        self._urls: dict[str, yarl.URL] = {}  # the engine's few fixed URLs, parsed once
 
     async def start(self) -> None:
         connector = aiohttp.TCPConnector(
             limit=self.max_connections, keepalive_timeout=KEEPALIVE_S, enable_cleanup_closed=True
         )
+        # No cookie jar: the engine sets none, and filtering an empty jar still costs every request.
         self._session = aiohttp.ClientSession(
-            connector=connector, auto_decompress=False, skip_auto_headers=["User-Agent"]
+            connector=connector,
+            auto_decompress=False,
+            skip_auto_headers=["User-Agent"],
+            cookie_jar=aiohttp.DummyCookieJar(),
         )
 
     async def stop(self) -> None:
@@ -88,12 +99,20 @@ class Upstream:
         """
         timeout = aiohttp.ClientTimeout(total=timeout_s, connect=CONNECT_TIMEOUT_S)
         try:
-            response = await self.session.request(method, url, data=body, headers=headers, timeout=timeout)
+            response = await self.session.request(method, self._url(url), data=body, headers=headers, timeout=timeout)
         except aiohttp.ConnectionTimeoutError as exc:
             # Also a TimeoutError, but the engine is out of reach, not the request out of time: it must take the
             # engine-failure path (retry, fallback), never be answered as "deadline exceeded" seconds into it.
             raise ConnectionError(f"engine did not take the connection within {CONNECT_TIMEOUT_S:g} s") from exc
         return UpstreamResponse(response.status, dict(response.headers), response)
+
+    def _url(self, url: str) -> yarl.URL:
+        parsed = self._urls.get(url)
+        if parsed is None:
+            if len(self._urls) >= MAX_CACHED_URLS:
+                self._urls.clear()
+            parsed = self._urls[url] = yarl.URL(url)
+        return parsed
 
     async def post_json(self, url: str, body: bytes, timeout_s: float) -> tuple[int, bytes]:
         response = await self.request("POST", url, body, {"content-type": "application/json"}, timeout_s)

@@ -55,3 +55,52 @@ def test_no_connection_to_the_engine_in_time_is_an_engine_failure_not_a_deadline
 
     assert isinstance(error, UpstreamError) and not isinstance(error, TimeoutError), repr(error)
     assert "did not take the connection within 0.2 s" in str(error)
+
+
+async def _stream(request: web.Request) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+    for n in range(3):
+        await response.write(f"data: {n}\n\n".encode())
+        await asyncio.sleep(0.01)
+    await response.write_eof()
+    return response
+
+
+async def _streams_relayed_one_after_another(count: int) -> tuple[list[bytes], set[int]]:
+    ports: set[int] = set()
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        ports.add(request.transport.get_extra_info("peername")[1])  # type: ignore[union-attr]
+        return await _stream(request)
+
+    app = web.Application()
+    app.router.add_post("/stream", stream)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    pool = Upstream()
+    await pool.start()
+    bodies = []
+    try:
+        for _ in range(count):
+            response = await pool.request("POST", f"http://127.0.0.1:{port}/stream", b"{}", {}, timeout_s=5)
+            try:
+                bodies.append(b"".join([chunk async for chunk in response.chunks()]))
+            finally:
+                response.close()  # as the relay does, however the stream ended
+        return bodies, ports
+    finally:
+        await pool.stop()
+        await runner.cleanup()
+
+
+def test_streams_relayed_to_the_end_keep_their_engine_connection_for_the_next_request() -> None:
+    """A stream read to its end and closed gives its connection back to the pool: a new connection per request
+    would add a TCP handshake to every request's latency (and a socket in TIME_WAIT)."""
+    bodies, ports = asyncio.run(_streams_relayed_one_after_another(4))
+
+    assert bodies == [b"data: 0\n\ndata: 1\n\ndata: 2\n\n"] * 4
+    assert len(ports) == 1, f"{len(ports)} connections for 4 requests in a row"
