@@ -69,7 +69,7 @@ from moto.cloudwatch.models import Alarm, Dimension, MetricDatumBase, Statistics
 
 from devtools.alarm_rules import AlarmRuleError, evaluate_rule, rule_alarms
 from devtools.alarm_state import State, Verdict, alarm_state
-from devtools.emulator import ACCOUNT_ID, REGION
+from devtools.emulated_account import ACCOUNT_ID, REGION
 
 logger = logging.getLogger(__name__)
 

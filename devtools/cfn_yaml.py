@@ -83,7 +83,7 @@ def resources_of_type(template: Mapping[str, Any], kind: str) -> dict[str, dict[
 
 def pseudo_parameters(stack_name: str) -> dict[str, str]:
     """``AWS::StackName`` and friends, as the emulated account and region have them."""
-    from devtools.emulator import ACCOUNT_ID, REGION  # here: reading a template needs no moto import
+    from devtools.emulated_account import ACCOUNT_ID, REGION
 
     return {
         "AWS::StackName": stack_name,

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 import requests
 from moto.server import ThreadedMotoServer
 
-REGION = "us-east-1"
-ACCOUNT_ID = "123456789012"  # moto's default account
+from devtools.emulated_account import REGION
 
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",

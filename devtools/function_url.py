@@ -27,7 +27,7 @@ from urllib.parse import parse_qsl, urlsplit
 import boto3
 from botocore.exceptions import ClientError
 
-from devtools.emulator import ACCOUNT_ID
+from devtools.emulated_account import ACCOUNT_ID
 from devtools.lambda_dispatch import FakeLambdaContext, load_handler_module
 
 #: ``Credential=<key id>/<date>/<region>/<service>/aws4_request`` of a SigV4 Authorization header.

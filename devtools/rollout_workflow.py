@@ -25,7 +25,7 @@ import boto3
 
 from devtools import emulator_extensions
 from devtools.aws_resources import CoreResources, create_core_resources, create_inbox, create_table
-from devtools.emulator import ACCOUNT_ID, REGION
+from devtools.emulated_account import ACCOUNT_ID, REGION
 from devtools.lambda_dispatch import FakeLambdaContext, dispatch_lambdas, load_handler_module
 from devtools.state_machines import (
     create_functions,

@@ -3,32 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 from datetime import UTC, datetime
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from fleetctl import timefmt
 from fleetctl.errors import CliError, ExitCode
 from fleetctl.stack import Stack, resolve
+from fleetops import SHIPPED_CONFIG_DIR
 
 if TYPE_CHECKING:
     from fleetops.config import FleetConfig
 
 
-def _default_fleet() -> Path:
-    """The fleet file of this checkout (the layer deploys it), or else the copy an installed fleetctl carries."""
-    checkout = Path(__file__).resolve().parents[1] / "layers" / "core" / "fleet_config" / "fleet.yaml"
-    spec = None if checkout.is_file() else importlib.util.find_spec("fleet_config")
-    folders = (spec.submodule_search_locations or []) if spec else []
-    installed = [Path(folder) / "fleet.yaml" for folder in folders]
-    return next((p for p in installed if p.is_file()), checkout)
-
-
-DEFAULT_FLEET = _default_fleet()
+#: The fleet file of this checkout (the layer deploys it), or the copy an installed fleetctl carries.
+DEFAULT_FLEET = SHIPPED_CONFIG_DIR / "fleet.yaml"
 
 
 class Context:

@@ -27,7 +27,7 @@ from fleetops.calendar import CalendarEntry
 from fleetops.config import FleetConfigError, VariantConfig
 from fleetsim import report, scenarios
 from fleetsim.simulate import FLEET, POLICIES, Setup, SetupError, judged, load_setup, simulate
-from fleetsim.stack import StackError
+from fleetsim.stack import TEMPLATE, StackError
 from fleetsim.traffic import Spike, Trace, TraceError, calendar_windows, generate, load_csv, write_csv
 
 DEFAULT_ENDPOINT = "manga-chat-prod"
@@ -95,6 +95,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     )
     parser.add_argument("--endpoint", default=DEFAULT_ENDPOINT, help="endpoint in the fleet file (primary variant)")
     parser.add_argument("--fleet", type=Path, default=FLEET, help="fleet file (default: the shipped fleet.yaml)")
+    parser.add_argument(
+        "--template",
+        type=Path,
+        default=TEMPLATE,
+        help="the stack's template.yaml, for its target tracking and reconciler schedule (default: this checkout's)",
+    )
     parser.add_argument(
         "--calendar",
         type=Path,
@@ -189,9 +195,15 @@ def main(argv: Sequence[str]) -> int:
         unknown = sorted(set(policies) - set(POLICIES))
         if unknown or not policies:
             raise UsageError(f"--policies: unknown {unknown}; choose from {list(POLICIES)}")
+        if not args.template.is_file():
+            raise UsageError(
+                f"no template at {args.template} (an installed fleetctl has no checkout): pass --template with the "
+                "path of the stack's template.yaml, as deployed"
+            )
         setup = load_setup(
             args.endpoint,
             fleet=args.fleet,
+            template=args.template,
             one_off_rows=_extra_calendar(args.calendar),
             provisioning_s=_minutes_range(args.provisioning_minutes),
             container_ready_s=args.ready_seconds,

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from fleetops import SHIPPED_CONFIG_DIR
 from fleetops.calendar import CalendarEntry, InvalidEntry
 from fleetops.capacity import instances_for
 from fleetops.config import EndpointConfig, FleetConfig, VariantConfig, load_fleet_config
@@ -21,7 +22,7 @@ from fleetsim.policies import AlarmResponse, CalendarPrescale, Combined, TargetT
 from fleetsim.rollout import Rollout, RolloutRun, run_rollout
 from fleetsim.traffic import TICK, TICK_S, Trace
 
-CONFIG_DIR = stack.REPO / "layers" / "core" / "fleet_config"
+CONFIG_DIR = SHIPPED_CONFIG_DIR
 FLEET = CONFIG_DIR / "fleet.yaml"
 PLAYBOOK = CONFIG_DIR / "playbook.yaml"
 POLICIES = ("reactive", "project", "oracle")

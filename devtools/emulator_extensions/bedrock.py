@@ -41,7 +41,7 @@ from moto.core.responses import ActionResult
 from moto.s3.models import s3_backends
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import state_task_service_aws_sdk
 
-from devtools.emulator import ACCOUNT_ID, REGION
+from devtools.emulated_account import ACCOUNT_ID, REGION
 
 
 @dataclass

@@ -83,3 +83,14 @@ def test_the_chat_backends_fallback_helper_installs_with_it_without_the_gateway(
     probe = _run(installed, "python", "-c", find)
 
     assert (probe.returncode, probe.stdout.strip()) == (0, "None"), probe.stderr[-2000:]
+
+
+def test_the_installed_fleetctl_simulates_from_the_deployed_template_and_says_when_it_has_none(installed: Path) -> None:
+    # No checkout beside an installed CLI: the simulator needs the stack's template, and says how to give it.
+    args = ("fleetctl", "simulate", "--from", "2026-11-30", "--days", "0.25", "--policies", "project", "--json")
+    missing = _run(installed, *args)
+    given = _run(installed, *args, "--template", str(REPO / "template.yaml"))
+
+    assert missing.returncode == 2 and "pass --template with the path of the stack's template.yaml" in missing.stderr
+    assert given.returncode == 0, given.stderr[-2000:]
+    assert "project" in json.loads(given.stdout)["policies"]
