@@ -7,14 +7,14 @@ itself, and why:
 - **Time.** The alarms run :data:`~devtools.local_system.TIME_SCALE` times faster than on AWS (the evaluator's
   one scale, for every alarm): the slow burn's 6 h and 30 min windows are 18 min and 90 s of the clock, the fast
   burn's 1 h and 5 min are 180 s and 15 s, a 1 min period is 3 s. A window therefore holds 1/20 of the requests it
-  would on AWS at the same request rate.
+  would on AWS at the same request rate, and the 6 h one holds the canary's whole life (its bake included).
 - **The failing requests** are real: 1 request in 100 of the canary's asks for a long answer
   (:data:`LONG_ANSWER_TOKENS` forced tokens) that the CPU engine cannot finish within the gateway's request deadline,
-  and the gateway answers its documented 504 ``deadline_exceeded``, counted in ``RequestErrors``. The deadline is the
-  one thing sized for the tiny CPU model (:data:`SIGNAL_DEADLINE_S` instead of the image's 55 s, as the local
-  stack's canary checks are sized for it). The broken ``vocab`` artifact cannot give 1 %: the first Japanese prompt
-  kills its engine core, and every request during the minutes of restart is a fallback (and the breaker-trips and
-  engine-restarts alarms roll the canary back at once).
+  and the gateway answers its documented 504 ``deadline_exceeded``, counted in ``RequestErrors``. Sized for the tiny
+  CPU model: the deadline (:data:`SIGNAL_DEADLINE_S` instead of the image's 55 s, as the local stack's canary checks
+  are sized for it) and the budget that lets a request force that long an answer. The broken ``vocab`` artifact
+  cannot give 1 %: the first Japanese prompt kills its engine core, the gateway answers with the fallback until the
+  engine has restarted, and the breaker-trips and engine-restarts alarms roll the canary back.
 - **The GPU** is the NVML stand-in (:mod:`devtools.nvml_standin`): no GPU here. The gateway's real health monitor
   reads it.
 - **The OOM** is a stand-in trace (a CPU engine cannot run out of GPU memory): vLLM's own lines for a CUDA OOM
@@ -162,9 +162,10 @@ def slow_burn(system: LocalSystem, timeout_s: float = 480.0) -> SlowBurnOutcome:
         time.sleep(EVALUATED_S)
     failing = [a.sent_at for a in answers if not a.controlled]
     requests, errors = emitted(CANARY, MetricName.REQUESTS), emitted(CANARY, MetricName.REQUEST_ERRORS)
+    seen: list[dict[str, Any]] = []
     notified = wait_for(
         "the slow burn's notification on the operations topic",
-        lambda: [m for m in _alarm_notifications(system) if m.get("AlarmName") == name],
+        lambda: [m for m in _alarm_notifications(system, seen) if m.get("AlarmName") == name],
         timeout_s=30,
     )
     return SlowBurnOutcome(
@@ -179,19 +180,16 @@ def slow_burn(system: LocalSystem, timeout_s: float = 480.0) -> SlowBurnOutcome:
     )
 
 
-_seen_notifications: list[dict[str, Any]] = []
-
-
-def _alarm_notifications(system: LocalSystem) -> list[dict[str, Any]]:
-    """CloudWatch's alarm notifications on the operations topic so far (SNS envelopes' JSON messages)."""
+def _alarm_notifications(system: LocalSystem, seen: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """CloudWatch's alarm notifications on the operations topic, added to ``seen`` (the inbox deletes what it reads)."""
     for envelope in read_inbox(system.flow.stack.inbox_url, wait_s=1):
         try:
             message = json.loads(envelope.get("Message", ""))
         except ValueError:
             continue  # the responder's and the workflows' plain-text mails
         if isinstance(message, dict) and "AlarmName" in message:
-            _seen_notifications.append(message)
-    return list(_seen_notifications)
+            seen.append(message)
+    return seen
 
 
 # ------------------------------------------------------------------------------------------ 2. an unhealthy GPU
