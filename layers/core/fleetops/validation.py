@@ -5,17 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
-
-try:
-    from yaml import CSafeLoader as _SafeLoader
-except ImportError:  # a PyYAML built without libyaml: the same documents, parsed slower
-    from yaml import SafeLoader as _SafeLoader  # type: ignore[assignment]
-
-#: The safe loader on libyaml's parser (PyYAML's wheels have it): the pure-Python parser took several times as
-#: long, and the files are read at every cold start.
-SafeLoader = _SafeLoader
 
 
 class StrictModel(BaseModel):
@@ -52,6 +42,11 @@ def read_yaml_mapping(path: str | Path, what: str, error: type[ValueError]) -> d
     ...
     ValueError: cannot read playbook /no/such/playbook.yaml: [Errno 2] No such file or directory: ...
     """
+    # Imported here: every handler imports this module, most read no YAML file, and PyYAML costs a cold start ~10 ms.
+    import yaml
+
+    from fleetops.safe_yaml import SafeLoader
+
     try:
         raw = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=SafeLoader)
     except (OSError, yaml.YAMLError) as exc:

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from botocore.exceptions import ClientError
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 T = TypeVar("T")
 
@@ -69,6 +68,10 @@ def call_with_retry(policy: RetryPolicy, fn: Callable[..., T], *args: object, **
     >>> call_with_retry(FAST_RETRY, int, "42")
     42
     """
+    # Imported here: most callers of this module only read error codes, and a handler's cold start should not
+    # pay for tenacity until a call that may wait is made (a few ms once, on the first such call).
+    from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+
     retrying = Retrying(
         retry=retry_if_exception(is_update_in_progress),
         wait=wait_random_exponential(multiplier=policy.initial_wait_s, max=policy.max_wait_s),

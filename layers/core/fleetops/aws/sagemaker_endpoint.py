@@ -9,8 +9,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_exponential
-
 from fleetops.aws import clients
 from fleetops.aws.retry import RetryPolicy, call_with_retry, error_code
 from fleetops.endpoint import EndpointSnapshot, VariantSnapshot
@@ -133,6 +131,9 @@ def wait_in_service(
         if value in TERMINAL:
             raise EndpointNotReadyError(endpoint_name, value)
         return value
+
+    # Imported here as in call_with_retry: only a call that waits pays for tenacity.
+    from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_exponential
 
     retrying = Retrying(
         retry=retry_if_result(lambda s: s != IN_SERVICE),

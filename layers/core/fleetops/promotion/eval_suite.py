@@ -17,7 +17,8 @@ import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from fleetops.promotion.titles import normalise
-from fleetops.validation import SafeLoader, StrictModel, problems
+from fleetops.safe_yaml import SafeLoader
+from fleetops.validation import StrictModel, problems
 
 #: The shipped suite: ``fleet_config`` sits beside the package, in the repository as in the layer (/opt/python).
 EVAL_SUITE = Path(__file__).resolve().parents[2] / "fleet_config" / "eval_suite.yaml"
