@@ -48,6 +48,7 @@ from pydantic import BaseModel, ConfigDict
 
 from fleetops.remediation.alarm import ParsedAlarm
 from fleetops.remediation.models import FLEET_CHANGING, ActionType
+from fleetops.remediation.rails import RailState
 
 if TYPE_CHECKING:
     from fleetops.capacity import ScalableTarget
@@ -58,18 +59,6 @@ if TYPE_CHECKING:
 #: go: apply now; planned: held back by dry run / kill switch; skipped: a rail or the state says no.
 #: A rollback is exempt from the kill switch and the rate limit (see :func:`_plan_rollback`).
 PlanStatus = Literal["go", "planned", "skipped"]
-
-
-class RailState(BaseModel):
-    """Per-endpoint memory of the safety rails (stored in the remediation state table)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    last_scale_out_at: datetime | None = None
-    recent_actions: tuple[datetime, ...] = ()
-
-    def actions_since(self, since: datetime) -> int:
-        return sum(1 for at in self.recent_actions if at > since)
 
 
 class Gate(BaseModel):
