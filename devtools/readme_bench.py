@@ -224,10 +224,12 @@ BENCH_ROWS = (
         "A/A rollouts; `minutes_to_detect_ttft_p95_plus10pct_at_5pct_weight` "
         "{minutes_to_detect_ttft_p95_plus10pct_at_5pct_weight}; errors 0.2 -> 0.3 % "
         "(`minutes_to_detect_errors_plus50pct_at_5pct_weight` {minutes_to_detect_errors_plus50pct_at_5pct_weight}: "
-        "too few errors to see); a canary at 1 % errors (twice the SLO): `pct_reaching_100__errors_1pct` "
+        "too few errors to see: one analysis at 5 % fails it with chance {errors_plus50pct_detect_chance_at_5pct_bake}"
+        ", half the time takes {errors_plus50pct_minutes_for_half_at_5pct_weight} min at 5 %); a canary at 1 % "
+        "errors (twice the SLO): `pct_reaching_100__errors_1pct` "
         "{pct_reaching_100__errors_1pct} % (rolled back at the 5 % step: {rolled_back_at_step_rate__errors_1pct__w5}), "
         "with the primary as bad {pct_reaching_100__errors_1pct_both} %, both at 0.75 % {reaching_100_both_075} %",
-        "A/A ≤ 0.02; 0 % over the SLO reach 100 %",
+        "A/A ≤ 0.01; TTFT +10 % ≤ 15 min; 0 % over the SLO reach 100 %",
         _canary_over_slo,
     ),
     Row(
