@@ -8,11 +8,12 @@ a relative check whose baseline has no value is judged against the absolute gate
 Otherwise any failed check fails it. Every check gives one line of the result, judged or not, so the
 analysis shows what it looked at, and each reason names its gate.
 
-A check on a rate (errors over requests) or on a percentile against the baseline's fails only when its point
-value is over the limit and the request counts behind it make chance an unlikely cause (``p_value`` below
-:data:`fleetops.rollout.significance.ALPHA`; :mod:`fleetops.rollout.significance` says which test). A
-percentile's counts are the requests at or below multiples of the baseline's value (:func:`tail_series`, read in
-a second query); without them the point values alone judge, as they always did.
+A check on a rate (errors over requests) or on a percentile fails only when its point value is over the limit
+and the request counts behind it make chance an unlikely cause (``p_value`` below
+:data:`fleetops.rollout.significance.ALPHA`; :mod:`fleetops.rollout.significance` says which test); an SLO's
+value over its limit but not beyond chance is inconclusive while the count is more likely above the SLO than at
+it, and passes otherwise. A percentile's counts are the requests at or below an SLO's limit or multiples of the
+baseline's value (:func:`tail_series`, read in a second query); without them the point values alone judge.
 """
 
 from __future__ import annotations
