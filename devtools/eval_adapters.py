@@ -25,13 +25,16 @@ messages, the chat template, then the answer and EOS (loss on those alone).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -371,6 +374,57 @@ def ensure_eval_adapters(tiny: TinyModel, suite: EvalSuite | None = None) -> Eva
         if not (marker.exists() and marker.read_text() == version):  # another process may have trained them meanwhile
             _train(tiny, root, sets, version)
     return adapters
+
+
+def eval_adapters_current(tiny: TinyModel, suite: EvalSuite | None = None) -> bool:
+    """Whether the trained adapters under ``tiny.root`` match the suite, system prompt and tokenizer (no torch)."""
+    marker = tiny.root / "eval-adapters" / ".complete"
+    version = training_version(_training_sets(tiny.model_dir, suite or load_eval_suite()))
+    return marker.exists() and marker.read_text() == version
+
+
+def _being_built(root: Path) -> bool:
+    """Whether another process holds ``root``'s build lock (:func:`devtools.tiny_model.build_lock`) now."""
+    with root.with_name(root.name + ".lock").open("a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        return False
+
+
+@contextlib.contextmanager
+def training_in_background(
+    tiny: TinyModel, log: Path, cpus: set[int] | None = None, niceness: int = 10
+) -> Iterator[subprocess.Popen[bytes] | None]:
+    """Train the eval adapters in a subprocess while the block runs (``python -m devtools.eval_adapters``).
+
+    For test sessions whose first minutes mostly wait (engines starting, gateways answering): the cold training
+    (minutes of one core) overlaps them, and :func:`ensure_eval_adapters` in the block then waits on the build lock
+    the subprocess holds instead of training again. Started only when the adapters are not current and no other
+    process is building them; at ``niceness`` (waiting work keeps its core) and on ``cpus``. Yields the process
+    (``None`` when nothing was started); stopped at the block's end if still running (an interrupted training
+    leaves no adapters behind, only its log).
+    """
+    root = tiny.root / "eval-adapters"
+    if eval_adapters_current(tiny) or _being_built(root):
+        yield None
+        return
+    log.parent.mkdir(parents=True, exist_ok=True)
+    command = ["nice", "-n", str(niceness), sys.executable, "-m", "devtools.eval_adapters", str(tiny.root)]
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    if cpus:
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(process.pid, cpus)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(timeout=30)
+            shutil.rmtree(root.with_name(f"{root.name}.partial-{process.pid}"), ignore_errors=True)
 
 
 def _train(tiny: TinyModel, root: Path, sets: dict[str, list[Example]], version: str) -> None:

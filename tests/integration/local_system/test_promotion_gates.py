@@ -16,6 +16,7 @@ import boto3
 import pytest
 
 from devtools.emulator import MotoServer
+from devtools.eval_adapters import training_in_background
 from devtools.local_system import CANARY, ENDPOINT, PRIMARY, LocalSystem, local_system
 from devtools.promotion_scenarios import LOCAL_SHADOW, candidate_artifact, promote, summary, users_on
 from devtools.tiny_model import TinyModel
@@ -27,9 +28,17 @@ pytestmark = [pytest.mark.container, pytest.mark.timeout(1800)]
 def gated(
     emulator: MotoServer, tiny_model: TinyModel, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LocalSystem]:
-    """One gated stack for the module: each rollout below leaves the endpoint on one primary variant."""
+    """One gated stack for the module: each rollout below leaves the endpoint on one primary variant.
+
+    The eval adapters the candidates serve train in the background meanwhile when not current (unless a container
+    session already started them): the deployment and the first test need none.
+    """
     emulator.reset()
-    with local_system(tmp_path_factory.mktemp("gated"), tiny_model, pre_traffic_gates=True) as deployed:
+    workdir = tmp_path_factory.mktemp("gated")
+    with (
+        training_in_background(tiny_model, workdir / "eval-adapters.log"),
+        local_system(workdir, tiny_model, pre_traffic_gates=True) as deployed,
+    ):
         yield deployed
 
 
