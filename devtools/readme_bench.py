@@ -137,10 +137,13 @@ BENCH_ROWS = (
     ),
     Row(
         "gateway_overhead",
-        "against a fast stand-in upstream (no model; {standin_stream_ms} ms streams), 200 concurrent streams: "
+        "against a fast stand-in upstream (no model; {standin_stream_ms} ms streams), ~200 concurrent streams "
+        "(open loop, {arrival_rps_200} arrivals/s; host load {host_load_1m} on 2 shared cores): "
         "`gateway_added_p50_ms_200` {gateway_added_p50_ms_200} / `gateway_added_p99_ms_200` "
         "{gateway_added_p99_ms_200}, `gateway_cpu_ms_per_request_standin_200` "
-        "{gateway_cpu_ms_per_request_standin_200}; against the CPU engine (the engine is the bottleneck): "
+        "{gateway_cpu_ms_per_request_standin_200} (a bare byte-relaying proxy on the same server stack, side by side: "
+        "`bare_proxy_added_p50_ms_200` {bare_proxy_added_p50_ms_200}, `bare_proxy_cpu_ms_per_request_200` "
+        "{bare_proxy_cpu_ms_per_request_200}); against the CPU engine (the engine is the bottleneck): "
         "`gateway_throughput_ratio_16` / `_64` {gateway_throughput_ratio_16} / {gateway_throughput_ratio_64} "
         "(medians of {rounds} paired rounds), `gateway_cpu_ms_per_request_64` {gateway_cpu_ms_per_request_64}, "
         "`gateway_added_p50_ms` {gateway_added_p50_ms} (one request at a time), `gateway_rss_mb` {gateway_rss_mb}",
