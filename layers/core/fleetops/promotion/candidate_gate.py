@@ -114,6 +114,7 @@ def gate_candidate(
     Examples
     --------
     >>> from fleetops.promotion.eval_suite import load_eval_suite
+    >>> from fleetops.promotion.reply import Reply
     >>> parrot = lambda variant, request: Reply(200, request["messages"][-1]["content"], 0.01)
     >>> result = gate_candidate(parrot, load_eval_suite(), candidate="canary", primary=None, latency_limit_ms=500)
     >>> result.passed, result.load_test.passed, result.summary[:70]
