@@ -5,6 +5,10 @@ does. Real here: the rollout's ASL and handlers, the artifact in the emulated S3
 CPU vLLM engine, the candidate gate's ``InvokeEndpoint`` calls with ``TargetVariant``, the trained good and bad
 LoRA adapters (devtools/eval_adapters.py) and the shipped evaluation suite. Whether a user request reached the
 candidate is read from the candidate gateway's own request count, against what the gate says it sent.
+
+Each candidate starts its own CPU engine, and a promoted one another for the primary: the good candidate is
+promoted once, with the shadow phase on, and two tests read that one rollout (every gate passed; the shadow
+comparison on live requests), rather than a second good candidate for the shadow alone.
 """
 
 from __future__ import annotations
@@ -18,7 +22,14 @@ import pytest
 from devtools.emulator import MotoServer
 from devtools.eval_adapters import training_in_background
 from devtools.local_system import CANARY, ENDPOINT, PRIMARY, LocalSystem, local_system
-from devtools.promotion_scenarios import LOCAL_SHADOW, candidate_artifact, promote, summary, users_on
+from devtools.promotion_scenarios import (
+    LOCAL_SHADOW,
+    PromotionOutcome,
+    candidate_artifact,
+    promote,
+    summary,
+    users_on,
+)
 from devtools.tiny_model import TinyModel
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(1800)]
@@ -40,6 +51,14 @@ def gated(
         local_system(workdir, tiny_model, pre_traffic_gates=True) as deployed,
     ):
         yield deployed
+
+
+@pytest.fixture(scope="module")
+def good_promoted(gated: LocalSystem) -> PromotionOutcome:
+    """The good candidate's rollout, shadowed: every live request captured for 20 s, the thresholds wide (this is
+    about the comparison's path and its place in the summary; tests/unit/promotion/test_shadow.py judges the
+    thresholds). Runs after the refused candidates, so the primary it is compared with is still v1."""
+    return promote(gated, "v2-good", candidate_artifact(gated, "v2-good", "good"), shadow=LOCAL_SHADOW)
 
 
 def config_name() -> str:
@@ -79,8 +98,10 @@ def test_a_candidate_whose_adapter_misses_the_suites_titles_is_rolled_back_befor
     assert config_name() == before
 
 
-def test_a_good_candidate_passes_every_gate_and_is_promoted(gated: LocalSystem) -> None:
-    outcome = promote(gated, "v2-good", candidate_artifact(gated, "v2-good", "good"))
+def test_a_good_candidate_passes_every_gate_and_is_promoted(
+    gated: LocalSystem, good_promoted: PromotionOutcome
+) -> None:
+    outcome = good_promoted
 
     assert outcome.execution["status"] == "SUCCEEDED", summary(outcome)
     gate = outcome.candidate_gate
@@ -100,11 +121,9 @@ def test_a_good_candidate_passes_every_gate_and_is_promoted(gated: LocalSystem) 
 
 
 def test_a_shadowed_candidate_is_compared_on_live_requests_before_any_user_and_the_summary_says_so(
-    gated: LocalSystem,
+    good_promoted: PromotionOutcome,
 ) -> None:
-    # Every live request is captured for 20 s; the thresholds are wide: this is about the comparison's path and
-    # its place in the summary (tests/unit/promotion/test_shadow.py judges the thresholds).
-    outcome = promote(gated, "v3-shadow", candidate_artifact(gated, "v3-shadow", "good"), shadow=LOCAL_SHADOW)
+    outcome = good_promoted
 
     assert outcome.execution["status"] == "SUCCEEDED", summary(outcome)
     comparison = outcome.output["shadow_comparison"]
