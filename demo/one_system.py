@@ -85,6 +85,7 @@ def _broken_canary(system: LocalSystem) -> None:
 
 def _burst(system: LocalSystem) -> None:
     _say("\n--- 3. the Friday spike on the small primary: queue-depth alarm -> MinCapacity raised")
+    _say("(first, if the earlier traffic already made the responder scale out, its 5-minute cooldown runs out)")
     outcome = queue_build_up(system)
     raised = f"{outcome.min_capacity_before} -> {outcome.min_capacity_after}"
     _say(f"MinCapacity {raised}, {_seconds(outcome.load_to_capacity_s, outcome.load_to_alarm_s)} after the burst began")

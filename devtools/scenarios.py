@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -14,8 +15,11 @@ from devtools import rollout_workflow as wf
 from devtools.emulator_extensions.events_lambda import Delivery, deliveries
 from devtools.endpoint_sampler import Sample, sampled
 from devtools.local_system import CANARY, ENDPOINT, PRIMARY, Answer, LocalSystem, traffic, wait_for
+from devtools.remediation_stack import PLAYBOOK
 from devtools.state_machines import state_history
 from fleetops.aws.lease import EndpointLease
+from fleetops.remediation.models import load_playbook
+from fleetops.remediation.state_table import RemediationStateStore
 
 ENGLISH = (
     "When is the next One Piece volume out?",
@@ -180,6 +184,16 @@ class QueueOutcome:
     handled: Delivery
 
 
+def _past_the_cooldown(system: LocalSystem) -> None:
+    """Wait out the responder's cooldown after an earlier scale-out of the endpoint (a rollout's users queueing on
+    a one-sequence primary raise one too): inside it the responder rightly skips a second scale-out. The cooldown
+    runs on the clock, as on AWS, not on the alarms' compressed time."""
+    cooldown_s = load_playbook(PLAYBOOK).rails.cooldown_seconds
+    last = RemediationStateStore(system.flow.stack.state_table).get(ENDPOINT).last_scale_out_at
+    if last is not None:
+        time.sleep(max(0.0, cooldown_s + 1 - (datetime.now(UTC) - last).total_seconds()))
+
+
 def queue_build_up(system: LocalSystem, users: int = 80, max_tokens: int = 192) -> QueueOutcome:
     """A burst of ``users`` asking for long answers at once on a small primary (the stack's ``max_num_seqs``):
     more than the queue-depth alarm's 50 wait in vLLM's scheduler, the alarm breaches on what the gateway
@@ -189,13 +203,19 @@ def queue_build_up(system: LocalSystem, users: int = 80, max_tokens: int = 192) 
     On this CPU the tiny model is quicker than vLLM's HTTP front end, so a queue forms in the scheduler only
     when each request is long and few run at once: run it on ``local_system(max_num_seqs=1)``.
     """
+    _past_the_cooldown(system)
     before = system.min_capacity()
     alarm = system.flow.alarm("queue-depth", PRIMARY)
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=users) as pool:
         futures = [pool.submit(system.invoke, english(i), max_tokens=max_tokens) for i in range(users)]
         handled = system.flow.handled(alarm, "ALARM", timeout_s=300)
-        after = wait_for("MinCapacity raised", lambda: system.min_capacity() > before and system.min_capacity(), 60)
+        try:
+            after = wait_for("MinCapacity raised", lambda: system.min_capacity() > before and system.min_capacity(), 60)
+        except TimeoutError as exc:  # say what the responder did with the alarm, and when it came
+            came = f"{handled.queued_at - started:+.0f} s from the burst"
+            did = f"the responder on {alarm} ({came}): {handled.result}"
+            raise TimeoutError(f"{exc}: MinCapacity {before}; {did}") from exc
         raised_at = time.monotonic()
         answers = [f.result(timeout=300) for f in futures]
     return QueueOutcome(before, int(after), raised_at - started, handled.queued_at - started, answers, handled)
