@@ -10,12 +10,12 @@ after its users moved, or users that reached a share before anyone approved it, 
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import boto3
+
+from devtools.background import repeating
 
 CANARY = "canary"
 
@@ -37,28 +37,15 @@ class Sample:
         return sum(n for n, _ in self.variants.values())
 
 
-@contextmanager
-def sampled(endpoint: str, every_s: float = 0.05) -> Iterator[list[Sample]]:
+def sampled(endpoint: str, every_s: float = 0.05) -> AbstractContextManager[list[Sample]]:
     """Read the endpoint every ``every_s`` while the block runs (the weights users were routed by, the instances)."""
-    samples: list[Sample] = []
-    stop = threading.Event()
     sagemaker = boto3.client("sagemaker")
 
-    def sample() -> None:
-        while not stop.is_set():
-            described = sagemaker.describe_endpoint(EndpointName=endpoint)["ProductionVariants"]
-            samples.append(
-                Sample({v["VariantName"]: (v.get("CurrentInstanceCount", 0), v["CurrentWeight"]) for v in described})
-            )
-            stop.wait(every_s)
+    def sample(_: int) -> Sample:
+        described = sagemaker.describe_endpoint(EndpointName=endpoint)["ProductionVariants"]
+        return Sample({v["VariantName"]: (v.get("CurrentInstanceCount", 0), v["CurrentWeight"]) for v in described})
 
-    thread = threading.Thread(target=sample, name="endpoint-sampler", daemon=True)
-    thread.start()
-    try:
-        yield samples
-    finally:
-        stop.set()
-        thread.join(timeout=5)
+    return repeating(sample, every_s=every_s, join_s=5, name="endpoint-sampler")
 
 
 def canary_when_users_moved(samples: list[Sample]) -> list[tuple[float, int]]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import tarfile
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -37,6 +36,7 @@ from devtools import emulator_extensions
 from devtools import rollout_workflow as wf
 from devtools.alarms import RemediationFlow, remediation_flow
 from devtools.aws_resources import create_core_resources, create_inbox, create_table
+from devtools.background import repeating
 from devtools.lambda_dispatch import cold_start_environment
 from devtools.local_sagemaker import LocalSageMaker, hosting, make_adapter, package_model
 from devtools.remediation_stack import RemediationStack
@@ -280,24 +280,8 @@ def traffic(
     system: LocalSystem, questions: Callable[[int], str], *, every_s: float = 0.2, max_s: float = 600.0
 ) -> Iterator[list[Answer]]:
     """Users asking the endpoint in the background (bounded in time); yields the answers as they come."""
-    answers: list[Answer] = []
-    stop = threading.Event()
-
-    def ask() -> None:
-        deadline = time.monotonic() + max_s
-        i = 0
-        while not stop.is_set() and time.monotonic() < deadline:
-            answers.append(system.invoke(questions(i)))
-            i += 1
-            stop.wait(every_s)
-
-    thread = threading.Thread(target=ask, name="users", daemon=True)
-    thread.start()
-    try:
+    with repeating(lambda i: system.invoke(questions(i)), every_s=every_s, max_s=max_s, name="users") as answers:
         yield answers
-    finally:
-        stop.set()
-        thread.join(timeout=70)
 
 
 def aws_equivalent_s(emulated_s: float, real_s: float, time_scale: float = TIME_SCALE) -> float:

@@ -107,6 +107,22 @@ def _bad_on_canary(answer: Answer) -> bool:
     return answer.variant == CANARY and (answer.fallback or not answer.controlled)
 
 
+def finished_rollbacks(system: LocalSystem, timeout_s: float = 300.0) -> list[dict[str, Any]]:
+    """The stack's rollback executions once at least one exists and none is running (several of a canary's alarms
+    fire, and each starts a rollback)."""
+    sfn = boto3.client("stepfunctions")
+    found: list[dict[str, Any]] = wait_for(
+        "the rollbacks to finish",
+        lambda: (
+            (executions := sfn.list_executions(stateMachineArn=system.workflow.rollback_arn)["executions"])
+            and all(e["status"] != "RUNNING" for e in executions)
+            and executions
+        ),
+        timeout_s=timeout_s,
+    )
+    return found
+
+
 def broken_canary(system: LocalSystem, rollout_id: str = "v2-broken") -> BrokenCanaryOutcome:
     """A canary whose export lost the Japanese tokens, while the rollout waits for approval of its promotion with
     users at 50 % (a step's approval is asked before its weights change).
@@ -133,16 +149,7 @@ def broken_canary(system: LocalSystem, rollout_id: str = "v2-broken") -> BrokenC
         at_zero = time.monotonic()
         rollout = wf.wait(execution, timeout_s=120)
         sfn = boto3.client("stepfunctions")
-        # Several of the canary's alarms fire, each starts a rollback: wait until none is running.
-        rollbacks = wait_for(
-            "the rollbacks to finish",
-            lambda: (
-                (found := sfn.list_executions(stateMachineArn=system.workflow.rollback_arn)["executions"])
-                and all(e["status"] != "RUNNING" for e in found)
-                and found
-            ),
-            timeout_s=300,
-        )
+        rollbacks = finished_rollbacks(system)
     first_bad = min(
         (a.sent_at for a in answers if a.variant == CANARY and (a.fallback or not a.controlled)), default=None
     )

@@ -24,13 +24,12 @@ itself, and why:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,7 @@ import httpx
 from devtools import rollout_workflow as wf
 from devtools.alarm_evaluator import Transition
 from devtools.aws_resources import read_inbox
+from devtools.background import repeating
 from devtools.emulator_extensions.events_lambda import Delivery
 from devtools.local_serving import LONG_ANSWER_BUDGET, engine_pids
 from devtools.local_system import (
@@ -55,7 +55,7 @@ from devtools.local_system import (
     wait_for,
 )
 from devtools.nvml_standin import break_gpu, container_env
-from devtools.scenarios import english
+from devtools.scenarios import english, finished_rollbacks
 from fleetops.metrics import MetricName
 
 #: The local gateways' request deadline: a 16-token answer takes well under a second on the CPU engine, a
@@ -110,29 +110,17 @@ def _canary_question(i: int) -> dict[str, Any]:
     return {"question": english(i), "max_tokens": 16}
 
 
-@contextmanager
-def _canary_traffic(system: LocalSystem, max_s: float) -> Iterator[list[Answer]]:
+def _ask_canary(system: LocalSystem, i: int) -> Answer:
+    q = _canary_question(i)
+    tokens = q["max_tokens"]
+    extra = {"min_tokens": tokens} if tokens > 16 else {}
+    return system.invoke(q["question"], target_variant=CANARY, max_tokens=tokens, **extra)
+
+
+def _canary_traffic(system: LocalSystem, max_s: float) -> AbstractContextManager[list[Answer]]:
     """The canary's own traffic, one request after another, 1 in :data:`FAILING_EVERY` a long answer."""
-    answers: list[Answer] = []
-    stop = threading.Event()
-
-    def ask() -> None:
-        deadline, i = time.monotonic() + max_s, 0
-        while not stop.is_set() and time.monotonic() < deadline:
-            q = _canary_question(i)
-            tokens = q["max_tokens"]
-            extra = {"min_tokens": tokens} if tokens > 16 else {}
-            answers.append(system.invoke(q["question"], target_variant=CANARY, max_tokens=tokens, **extra))
-            i += 1
-            stop.wait(0.05)
-
-    thread = threading.Thread(target=ask, name="canary-users", daemon=True)
-    thread.start()
-    try:
-        yield answers
-    finally:
-        stop.set()
-        thread.join(timeout=SIGNAL_DEADLINE_S + 30)
+    ask = functools.partial(_ask_canary, system)
+    return repeating(ask, every_s=0.05, max_s=max_s, join_s=SIGNAL_DEADLINE_S + 30, name="canary-users")
 
 
 def slow_burn(system: LocalSystem, timeout_s: float = 480.0) -> SlowBurnOutcome:
@@ -246,15 +234,7 @@ def engine_oom(system: LocalSystem, trace: bytes, rollout_execution: str, varian
     outcome = OomOutcome(handled, float(oom_caught), deaths)
     if variant == CANARY:
         sfn = boto3.client("stepfunctions")
-        done = wait_for(
-            "the rollbacks to finish",
-            lambda: (
-                (found := sfn.list_executions(stateMachineArn=system.workflow.rollback_arn)["executions"])
-                and all(e["status"] != "RUNNING" for e in found)
-                and found
-            ),
-            timeout_s=300,
-        )
+        done = finished_rollbacks(system)
         outcome.rollbacks = [dict(sfn.describe_execution(executionArn=e["executionArn"])) for e in done]
         outcome.rollout = wf.wait(rollout_execution, timeout_s=120)
     return outcome

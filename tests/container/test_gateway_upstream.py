@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 import pytest
 from aiohttp import web
@@ -12,6 +13,19 @@ from gateway.upstream import Upstream, UpstreamError
 
 pytestmark = pytest.mark.container
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+async def _serve(path: str, handler: Handler) -> tuple[web.AppRunner, int]:
+    """``handler`` on ``POST path`` of a local server on a free port; the caller cleans the runner up."""
+    app = web.Application()
+    app.router.add_post(path, handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
 
 async def _slow(request: web.Request) -> web.Response:
     await asyncio.sleep(1.0)
@@ -19,13 +33,7 @@ async def _slow(request: web.Request) -> web.Response:
 
 
 async def _second_request_while_the_only_connection_is_busy() -> BaseException | None:
-    app = web.Application()
-    app.router.add_post("/slow", _slow)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    runner, port = await _serve("/slow", _slow)
     pool = Upstream(max_connections=1)
     await pool.start()
     url = f"http://127.0.0.1:{port}/slow"
@@ -74,13 +82,7 @@ async def _streams_relayed_one_after_another(count: int) -> tuple[list[bytes], s
         ports.add(request.transport.get_extra_info("peername")[1])  # type: ignore[union-attr]
         return await _stream(request)
 
-    app = web.Application()
-    app.router.add_post("/stream", stream)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    runner, port = await _serve("/stream", stream)
     pool = Upstream()
     await pool.start()
     bodies = []
