@@ -26,6 +26,7 @@ from gateway.config import Environment, GatewayConfig, GatewayConfigError, GpuHe
 from gateway.cuda_check import Decision, Outcome, at_start
 from gateway.fallback import BedrockFallback
 from gateway.gpu_health import GpuHealthMonitor, NvmlHealthReader
+from gateway.heap import YOUNG_THRESHOLD, settle_heap
 from gateway.metrics import GatewayMetrics
 from gateway.prompt import PromptBuilder
 from gateway.routing import (
@@ -45,6 +46,7 @@ from gateway.upstream import Upstream
 from gateway.warmup import warm_up
 
 if TYPE_CHECKING:
+    import socket
     from types import FrameType
 
 USAGE = "usage: python -m gateway serve"
@@ -211,6 +213,11 @@ class DrainingServer(uvicorn.Server):
         self.gateway = gateway
         self.window_s = window_s
         self._drain_task: asyncio.Task[None] | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        frozen = settle_heap()  # the collector's passes skip what start-up built, and come seldom
+        logger.info("start-up heap frozen (%d objects), young collection threshold %d", frozen, YOUNG_THRESHOLD)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if sig == signal.SIGTERM and self._drain_task is None and not self.should_exit:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import httpx
@@ -39,6 +40,13 @@ def test_ping_is_fast_and_does_not_touch_the_engine(gateway: GatewayHandle) -> N
         per_ping_ms = (time.perf_counter() - started) * 1000 / 50
     assert statuses == [200] * 50
     assert per_ping_ms < 50, f"/ping took {per_ping_ms:.1f} ms on average; SageMaker allows 2 s, we aim for ms"
+
+
+def test_the_collector_skips_what_start_up_built(gateway: GatewayHandle) -> None:
+    """Once the server listens its start-up objects are frozen (gateway.heap): the collector's passes, which stop
+    every stream while they run, walk only what requests made since."""
+    frozen = re.search(r"start-up heap frozen \((\d+) objects\)", gateway.process.stderr())
+    assert frozen is not None and int(frozen.group(1)) > 10_000
 
 
 def test_plain_invocation_names_backend_version_and_adapter(gateway: GatewayHandle) -> None:

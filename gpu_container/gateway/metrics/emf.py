@@ -1,4 +1,4 @@
-"""Write CloudWatch EMF JSON lines with ``aws-embedded-metrics``, synchronously, to a text stream.
+"""Write CloudWatch EMF JSON lines with ``aws-embedded-metrics`` to a text stream, a record at a time.
 
 The library's own environment detection would probe for a CloudWatch agent socket or EC2 metadata;
 here the environment is fixed to a local one whose sink is the given stream (stdout in the container,
@@ -7,6 +7,7 @@ where SageMaker ships it to CloudWatch Logs and the EMF records become metrics).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 from typing import TYPE_CHECKING, TextIO
@@ -28,6 +29,9 @@ logger = logging.getLogger(__name__)
 
 #: Dimension added to per-device GPU metrics (the NVML index).
 GPU_DIMENSION = "Gpu"
+
+#: Values of one metric in one record (EMF's limit, and where the library splits a longer list).
+MAX_VALUES = 100
 
 
 class StreamSink(Sink):
@@ -155,20 +159,46 @@ class EmfWriter:
         dimension_sets: list[dict[str, str]],
         properties: Mapping[str, object] | None = None,
     ) -> None:
+        """One record per ``MAX_VALUES`` values of the longest metric, as the library splits them, each written
+        on its own with the event loop's turn in between: an interval at full load holds some 10,000 values
+        per metric, and written at once they held every stream the gateway relays for hundreds of ms."""
+        columns = [
+            (str(metric), unit_of(metric), [value] if isinstance(value, int | float) else list(value))
+            for metric, value in ((MetricName(name), value) for name, value in metrics.items())
+        ]
+        longest = max((len(values) for _, _, values in columns), default=0)
+        for start in range(0, longest, MAX_VALUES):
+            if start:
+                await asyncio.sleep(0)
+            emf: MetricsLogger | None = None
+            for name, unit, values in columns:
+                part = _finite(values[start : start + MAX_VALUES], name)
+                if not part:
+                    continue
+                if emf is None:
+                    emf = self._logger(dimension_sets, properties)
+                # The library checks every value it is given, which cost more than all the rest of a flush; these
+                # are finite floats already, so the first goes through its checks and the others join its list.
+                emf.put_metric(name, part[0], unit)
+                emf.context.metrics[name].values.extend(part[1:])
+            if emf is not None:
+                await emf.flush()
+
+    def _logger(self, dimension_sets: list[dict[str, str]], properties: Mapping[str, object] | None) -> MetricsLogger:
         emf = MetricsLogger(self._resolve_environment)
         emf.set_namespace(NAMESPACE)
         emf.set_dimensions(*dimension_sets, use_default=False)
         for key, value in (properties or {}).items():
             emf.set_property(key, value)
-        count = 0
-        for name, value in metrics.items():
-            metric = MetricName(name)
-            values = [value] if isinstance(value, int | float) else list(value)
-            for item in values:
-                if not math.isfinite(item):
-                    logger.warning("dropping non-finite value %r of %s", item, metric)
-                    continue
-                emf.put_metric(str(metric), float(item), unit_of(metric))
-                count += 1
-        if count:
-            await emf.flush()
+        return emf
+
+
+def _finite(values: list[float], name: str) -> list[float]:
+    """``values`` as floats, without the non-finite ones (CloudWatch rejects them), each dropped with a log line."""
+    finite = []
+    for value in values:
+        if math.isfinite(value):
+            finite.append(float(value))
+        else:
+            logger.warning("dropping non-finite value %r of %s", value, name)
+    return finite

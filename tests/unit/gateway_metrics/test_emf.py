@@ -78,6 +78,41 @@ def test_more_than_100_values_are_split_across_valid_events() -> None:
     assert sum("Requests" in metric_names(r) for r in records) == 1
 
 
+def test_a_full_interval_is_written_a_record_at_a_time_with_the_loop_running_between() -> None:
+    """At full load an interval holds thousands of values per metric; written at once they held the event loop
+    (and every stream the gateway relays) for hundreds of ms. The loop runs between records."""
+    out = io.StringIO()
+    latencies = [float(v) for v in range(1000)]
+    tokens = [float(v) for v in range(550)]
+
+    async def emit_while_counting_turns() -> int:
+        turns = 0
+
+        async def other_work() -> None:
+            nonlocal turns
+            while True:
+                turns += 1
+                await asyncio.sleep(0)
+
+        worker = asyncio.ensure_future(other_work())
+        await asyncio.sleep(0)
+        before = turns
+        await EmfWriter(out, "e", "v").emit(
+            {MetricName.REQUEST_LATENCY: latencies, MetricName.TOKENS_OUT: tokens, MetricName.REQUESTS: 1000.0}
+        )
+        worker.cancel()
+        return turns - before
+
+    turns = asyncio.run(emit_while_counting_turns())
+
+    records = check_emf_output(out.getvalue())
+    assert len(records) == 10
+    assert turns >= 9  # a turn between each two records
+    assert [v for r in records for v in r.get("RequestLatencyMs", [])] == latencies
+    assert [v for r in records for v in r.get("TokensOut", [])] == tokens
+    assert sum("Requests" in metric_names(r) for r in records) == 1
+
+
 def test_non_finite_values_are_dropped_not_fatal(caplog: pytest.LogCaptureFixture) -> None:
     out = io.StringIO()
 
