@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import html
 import json
-from datetime import UTC, datetime
-from functools import cache
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qs
 
 from aws_lambda_powertools import Logger, Tracer
-from aws_lambda_powertools.event_handler import LambdaFunctionUrlResolver, Response
 
 from fleetops.aws.audit_table import AuditTable
 from fleetops.rollout.approval import ApprovalRefusedError
@@ -33,6 +31,7 @@ from fleetops.rollout.approval_gate import (
     submit_for_rollout,
 )
 from fleetops.rollout.approval_table import ApprovalTable
+from fleetops.rollout.function_url import Answer, UrlRequest, answer, route
 from fleetops.rollout.task_callback import TaskCallback
 from fleetops.rollout.url_caller import ForgedCallerError, signed_caller
 from fleetops.settings import CommonSettings
@@ -42,7 +41,6 @@ if TYPE_CHECKING:
 
 logger = Logger()
 tracer = Tracer()
-app = LambdaFunctionUrlResolver()
 
 
 class Settings(CommonSettings):
@@ -59,28 +57,22 @@ def dependencies() -> DecideDeps:
     return TaskCallback().decide_deps(ApprovalTable(settings.approval_table), AuditTable(settings.audit_table).write)
 
 
-def _page(status: int, title: str, body: str) -> Response[str]:
+def _page(status: int, title: str, body: str) -> Answer:
     document = (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
         "<meta name='referrer' content='no-referrer'></head>"
         f"<body><h1>{html.escape(title)}</h1>{body}</body></html>"
     )
     headers = {"Cache-Control": "no-store", "Content-Security-Policy": "default-src 'none'; form-action 'self'"}
-    return Response(status_code=status, content_type="text/html; charset=utf-8", body=document, headers=headers)
+    return answer(status, document, "text/html; charset=utf-8", headers)
 
 
 def _decision(value: str | None) -> Literal["approve", "reject"] | None:
     return value if value in ("approve", "reject") else None  # type: ignore[return-value]
 
 
-def _request_time() -> datetime:
-    # "now" is when Lambda received the request, taken from the event.
-    return datetime.fromtimestamp(app.current_event.request_context.time_epoch / 1000, UTC)
-
-
-@app.get("/")
-def confirm() -> Response[str]:
-    params = app.current_event.query_string_parameters or {}
+def confirm(request: UrlRequest) -> Answer:
+    params = request.query
     decision = _decision(params.get("decision"))
     approval_id = params.get("id", "")
     if decision is None or not approval_id:
@@ -95,28 +87,18 @@ def confirm() -> Response[str]:
     return _page(200, f"Confirm: {decision} rollout step", form)
 
 
-def _caller() -> str:
-    caller: str = app.context["caller"]  # verified in lambda_handler, before routing
-    return caller
-
-
 #: Longest reason a rejection may carry (it travels in SendTaskFailure's cause, at most 32768 characters).
 _NOTE_MAX = 2000
 
 
-def _json(status: int, body: dict[str, Any]) -> Response[str]:
-    return Response(
-        status_code=status,
-        content_type="application/json",
-        body=json.dumps(body),
-        headers={"Cache-Control": "no-store"},
-    )
+def _json(status: int, body: dict[str, Any]) -> Answer:
+    return answer(status, json.dumps(body), "application/json", {"Cache-Control": "no-store"})
 
 
-def _decide_json(caller: str) -> Response[str]:
+def _decide_json(request: UrlRequest, caller: str) -> Answer:
     """The CLI's POST: ``{"rollout_id", "decision", "note"?}`` in, the decision or the refusal as JSON out."""
     try:
-        body = json.loads(app.current_event.decoded_body or "")
+        body = json.loads(request.body or "")
     except ValueError:
         body = None
     if not isinstance(body, dict) or not isinstance(body.get("rollout_id"), str):
@@ -128,7 +110,7 @@ def _decide_json(caller: str) -> Response[str]:
     if not isinstance(note, str) or len(note) > _NOTE_MAX:
         return _json(400, {"error": "malformed", "message": f"note must be text of at most {_NOTE_MAX} characters"})
     try:
-        result = submit_for_rollout(body["rollout_id"], decision, caller, _request_time(), dependencies(), note=note)
+        result = submit_for_rollout(body["rollout_id"], decision, caller, request.received, dependencies(), note=note)
     except ApprovalRefusedError as exc:
         logger.warning("approval refused", extra={"reason": exc.reason, "caller": caller})
         return _json(exc.http_status, {"error": exc.reason, "message": str(exc)})
@@ -142,17 +124,15 @@ def _log_decided(result: DecisionResult) -> None:
     logger.info("approval decided", extra=result.model_dump())
 
 
-@app.post("/")
-def decide() -> Response[str]:
-    caller = _caller()
-    if (app.current_event.headers.get("content-type") or "").startswith("application/json"):
-        return _decide_json(caller)
-    form = parse_qs(app.current_event.decoded_body or "")
+def decide(request: UrlRequest, caller: str) -> Answer:
+    if (request.headers.get("content-type") or "").startswith("application/json"):
+        return _decide_json(request, caller)
+    form = parse_qs(request.body or "")
     decision = _decision((form.get("decision") or [""])[0])
     if decision is None:
         return _page(400, "Unknown decision", "<p>Decision must be approve or reject.</p>")
     try:
-        result = submit_decision((form.get("id") or [""])[0], decision, caller, _request_time(), dependencies())
+        result = submit_decision((form.get("id") or [""])[0], decision, caller, request.received, dependencies())
     except ApprovalRefusedError as exc:
         logger.warning("approval refused", extra={"reason": exc.reason, "caller": caller})
         return _page(exc.http_status, "Approval refused", f"<p>{html.escape(str(exc))}</p>")
@@ -177,5 +157,5 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         logger.warning("not a signed function URL request", extra={"why": str(exc)})
         body = json.dumps({"error": "forbidden", "message": str(exc)})
         return {"statusCode": 403, "headers": {"Content-Type": "application/json"}, "body": body}
-    app.context["caller"] = caller  # cleared by resolve() after the request
-    return app.resolve(event, context)
+    # "now" is when Lambda received the request (request.received), taken from the event.
+    return route(UrlRequest.from_event(event), {"GET": confirm, "POST": partial(decide, caller=caller)})

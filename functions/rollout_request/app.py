@@ -11,14 +11,13 @@ another input) cannot be approved.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
-from functools import cache
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Tracer
-from aws_lambda_powertools.event_handler import LambdaFunctionUrlResolver, Response
 
 from fleetops.rollout.approval_table import ApprovalTable
+from fleetops.rollout.function_url import Answer, UrlRequest, answer, route
 from fleetops.rollout.request import RequestDeps, RolloutRequestRefusedError, request_rollout
 from fleetops.rollout.rollout_starter import RolloutStarter
 from fleetops.rollout.url_caller import ForgedCallerError, signed_caller
@@ -29,7 +28,6 @@ if TYPE_CHECKING:
 
 logger = Logger()
 tracer = Tracer()
-app = LambdaFunctionUrlResolver()
 
 
 class Settings(CommonSettings):
@@ -50,8 +48,8 @@ def dependencies() -> RequestDeps:
     )
 
 
-def _json(status: int, body: dict[str, Any]) -> Response[str]:
-    return Response(status_code=status, content_type="application/json", body=json.dumps(body))
+def _json(status: int, body: dict[str, Any]) -> Answer:
+    return answer(status, json.dumps(body), "application/json")
 
 
 def _refused(exc: ForgedCallerError) -> dict[str, Any]:
@@ -59,16 +57,13 @@ def _refused(exc: ForgedCallerError) -> dict[str, Any]:
     return {"statusCode": 403, "headers": {"Content-Type": "application/json"}, "body": body}
 
 
-@app.post("/")
-def request() -> Response[str]:
-    caller: str = app.context["caller"]
+def request(url_request: UrlRequest, caller: str) -> Answer:
     try:
-        body = json.loads(app.current_event.decoded_body or "")
+        body = json.loads(url_request.body or "")
     except ValueError as exc:
         return _json(400, {"error": "malformed", "message": f"the body is not JSON: {exc}"})
     try:
-        now = datetime.fromtimestamp(app.current_event.request_context.time_epoch / 1000, UTC)
-        started = request_rollout(body, caller, dependencies(), now)
+        started = request_rollout(body, caller, dependencies(), url_request.received)
     except RolloutRequestRefusedError as exc:
         logger.warning("rollout request refused", extra={"status": exc.http_status, "caller": caller})
         return _json(exc.http_status, {"error": "refused", "message": str(exc)})
@@ -84,5 +79,4 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     except ForgedCallerError as exc:
         logger.warning("not a signed function URL request", extra={"why": str(exc)})
         return _refused(exc)
-    app.context["caller"] = caller  # cleared by resolve() after the request
-    return app.resolve(event, context)
+    return route(UrlRequest.from_event(event), {"POST": partial(request, caller=caller)})

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
+import os
+import subprocess
 import sys
 from typing import Any
 
@@ -71,3 +74,34 @@ def test_importing_a_handler_reads_its_settings_and_builds_no_aws_client(
     monkeypatch.setitem(sys.modules, spec.name, module)
     spec.loader.exec_module(module)
     assert callable(getattr(module, "dependencies", None)), "adapters are built by a @cache dependencies()"
+
+
+#: What a handler's cold import must not load, with why: each was measured in its cold start (bench/handler_import.py).
+LEFT_OUT: dict[str, tuple[str, ...]] = {
+    # Two routes on one path do not need Powertools' event handler and its event classes (~50 ms).
+    "approval_endpoint": ("aws_lambda_powertools.event_handler", "aws_lambda_powertools.utilities.data_classes"),
+    "rollout_request": ("aws_lambda_powertools.event_handler", "aws_lambda_powertools.utilities.data_classes"),
+    # Reading fleet.yaml needs the AMI list, not the model contract's models.
+    "alarm_responder": ("fleetops.model_contract",),
+    "prescale": ("fleetops.model_contract",),
+    "rollback_plan": ("fleetops.model_contract",),
+}
+
+
+@pytest.mark.parametrize("folder", sorted(LEFT_OUT))
+def test_a_cold_import_leaves_out_what_the_handler_does_not_need(folder: str) -> None:
+    probe = (
+        "import importlib.util, json, sys\n"
+        f"spec = importlib.util.spec_from_file_location('app', {str(FUNCTIONS / folder / 'app.py')!r})\n"
+        "module = importlib.util.module_from_spec(spec)\n"
+        "sys.modules['app'] = module\n"
+        "spec.loader.exec_module(module)\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    path = os.pathsep.join([str(FUNCTIONS / folder), str(REPO / "layers/core")])
+    env = {**os.environ, **ENVIRONMENT, "PYTHONPATH": path, "AWS_DEFAULT_REGION": "us-east-1"}
+    env |= {"POWERTOOLS_SERVICE_NAME": "shape", "POWERTOOLS_METRICS_NAMESPACE": "shape"}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [m for m in loaded if m in LEFT_OUT[folder]] == []

@@ -8,7 +8,7 @@ import botocore.session
 import pytest
 
 from fleetops.config import FleetConfigError, InitialModel, VariantHosting, load_fleet_config
-from fleetops.model_contract import INFERENCE_AMIS, NEWEST_INFERENCE_AMI
+from fleetops.inference_ami import INFERENCE_AMIS, NEWEST_INFERENCE_AMI
 from fleetops.rollout.versions import VERSION_PATTERN
 
 REPO = Path(__file__).resolve().parents[2]

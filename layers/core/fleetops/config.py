@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from fleetops.model_contract import INFERENCE_AMIS, NEWEST_INFERENCE_AMI
+from fleetops.inference_ami import INFERENCE_AMIS, NEWEST_INFERENCE_AMI
 from fleetops.validation import StrictModel, read_yaml_mapping
 
 #: A SageMaker instance type (``ml.g5.2xlarge``), as a rollout's canary names it.

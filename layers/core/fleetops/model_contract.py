@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator
 
+from fleetops.inference_ami import INFERENCE_AMIS, InferenceAmi
 from fleetops.validation import StrictModel
 
 ENDPOINT_NAME = "ENDPOINT_NAME"
@@ -87,28 +87,8 @@ REFUSED_ENVIRONMENT: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class InferenceAmi:
-    """One GPU image SageMaker offers for real-time endpoints (``ProductionVariant.InferenceAmiVersion``)."""
-
-    name: str
-    driver: int  # NVIDIA driver branch
-    cuda: tuple[int, int]  # the highest CUDA version that driver runs without forward-compatibility libraries
-
-
-#: The GPU AMIs SageMaker documents for ``InferenceAmiVersion`` (the SageMaker API reference, as botocore's service
-#: model carries it), oldest first. The control plane puts one on every variant it creates (fleet.yaml's
-#: ``hosting``); the container compares the driver it finds with its own CUDA and names one of these when it cannot
-#: start. The ``-1`` images mount no CUDA compat libraries themselves: the container decides (gateway.cuda_check).
-INFERENCE_AMIS: tuple[InferenceAmi, ...] = (
-    InferenceAmi("al2-ami-sagemaker-inference-gpu-2", 535, (12, 2)),
-    InferenceAmi("al2-ami-sagemaker-inference-gpu-2-1", 535, (12, 2)),
-    InferenceAmi("al2-ami-sagemaker-inference-gpu-3-1", 550, (12, 4)),
-    InferenceAmi("al2023-ami-sagemaker-inference-gpu-4-1", 580, (13, 0)),
-)
 #: A variant that names no ``InferenceAmiVersion`` runs SageMaker's default: driver 470, CUDA 11.4.
 DEFAULT_AMI_CUDA = (11, 4)
-NEWEST_INFERENCE_AMI = INFERENCE_AMIS[-1].name
 
 
 def ami_for_cuda(cuda: tuple[int, int]) -> InferenceAmi | None:

@@ -13,7 +13,7 @@ from typing import Any
 import pynvml
 import pytest
 
-from fleetops.model_contract import INFERENCE_AMIS
+from fleetops.inference_ami import INFERENCE_AMIS
 from gateway import __main__ as entrypoint
 from gateway.cuda_check import Driver, Outcome, at_start, decide, read_driver
 

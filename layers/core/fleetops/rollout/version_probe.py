@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from fleetops.model_contract import MODEL_VERSION
 from fleetops.promotion.shadow_spec import CONTROL_PLANE_INFERENCE_ID
 from fleetops.rollout.rollback_verify import VERIFY_PROMPT, Answer, answered_version
 
@@ -52,6 +51,10 @@ def ask_versions(runtime: SageMakerRuntimeClient, endpoint_name: str, attempts: 
 
 def config_model_versions(sagemaker: SageMakerClient, config_name: str) -> dict[str, str | None]:
     """Variant -> the ``MODEL_VERSION`` in its model's environment (``None`` where the model names none)."""
+    # Only the rollback's last pass verifies: its other passes (every poll of its loop) skip building the
+    # contract's models at the function's cold start.
+    from fleetops.model_contract import MODEL_VERSION
+
     config = sagemaker.describe_endpoint_config(EndpointConfigName=config_name)
     versions: dict[str, str | None] = {}
     for variant in config["ProductionVariants"]:
