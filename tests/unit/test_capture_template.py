@@ -46,7 +46,7 @@ def test_the_capture_bucket_is_private_encrypted_with_the_capture_key_and_expire
     assert "VersioningConfiguration" not in props
 
 
-def test_the_capture_bucket_takes_tls_only_and_no_one_but_the_comparison_reads_it() -> None:
+def test_the_capture_bucket_takes_tls_only_and_no_one_but_sagemaker_and_the_comparison_touches_captures() -> None:
     policy = statements("CaptureBucketPolicy", "PolicyDocument")
     assert resource("CaptureBucketPolicy")["Properties"]["Bucket"] == {"Ref": "CaptureBucket"}
     tls = policy["DenyInsecureTransport"]
@@ -57,6 +57,16 @@ def test_the_capture_bucket_takes_tls_only_and_no_one_but_the_comparison_reads_i
     assert (reads["Effect"], reads["Principal"], reads["Resource"]) == ("Deny", "*", OBJECTS)
     assert "s3:GetObject" in actions(reads)
     assert reads["Condition"] == {"ArnNotEquals": {"aws:PrincipalArn": COMPARE_ROLE}}
+    # Whatever an account principal's own IAM policy allows: only SageMaker writes (a forged capture would be
+    # replayed as a user's request), only the comparison deletes.
+    writes = policy["NoOneButSageMakerWritesCaptures"]
+    assert (writes["Effect"], writes["Principal"], writes["Resource"]) == ("Deny", "*", OBJECTS)
+    assert actions(writes) == {"s3:PutObject"}
+    assert writes["Condition"] == {"ArnNotEquals": {"aws:PrincipalArn": MODEL_ROLE}}
+    deletes = policy["NoOneButTheShadowComparisonDeletesCaptures"]
+    assert (deletes["Effect"], deletes["Principal"], deletes["Resource"]) == ("Deny", "*", OBJECTS)
+    assert actions(deletes) == {"s3:DeleteObject", "s3:DeleteObjectVersion"}
+    assert deletes["Condition"] == {"ArnNotEquals": {"aws:PrincipalArn": COMPARE_ROLE}}
     allowed = [s for s in policy.values() if s["Effect"] == "Allow"]
     # SageMaker (as the model execution role) only writes, under the capture prefix; the comparison reads,
     # lists and deletes there; nobody else is named.
