@@ -132,14 +132,19 @@ def test_a_dev_stack_never_acts_on_an_endpoint_fleet_yaml_lists_for_prod(stack: 
     assert stack.min_capacity("primary") == 2 and stack.audit() == []
 
 
-def test_canary_oom_starts_the_rollback_workflow_once_per_transition(stack: Stack) -> None:
-    # A stand-in state machine with the rollback workflow's input contract (the real one: tests/integration/workflows).
-    sfn = boto3.client("stepfunctions")
-    stack.rollback_arn = sfn.create_state_machine(
+def stand_in_rollback(stack: Stack) -> None:
+    """Test double: a state machine with the rollback workflow's input contract (the real one runs in
+    tests/integration/workflows)."""
+    stack.rollback_arn = boto3.client("stepfunctions").create_state_machine(
         name="rollback",
         definition='{"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}',
         roleArn="arn:aws:iam::123456789012:role/sfn",
     )["stateMachineArn"]
+
+
+def test_canary_oom_starts_the_rollback_workflow_once_per_transition(stack: Stack) -> None:
+    sfn = boto3.client("stepfunctions")
+    stand_in_rollback(stack)
     responder = build_responder(stack)
 
     first = responder.respond(alarm_event("alarm_oom_canary_alarm"))
@@ -218,6 +223,27 @@ def test_a_late_alarm_event_whose_alarm_is_ok_again_is_dropped_and_audited(stack
     cloudwatch.set_alarm_state(AlarmName=event.detail.alarm_name, StateValue="ALARM", StateReason="breached again")
     build_responder(stack).respond(alarm_event("alarm_queue_depth_alarm", at="2026-11-21T19:30:00Z"))
     assert stack.min_capacity("primary") == 6
+
+
+def test_a_late_canary_alarm_event_whose_alarm_is_ok_again_starts_no_rollback(stack: Stack) -> None:
+    """A canary's OOM ALARM delivered after its alarm went OK (the canary now serving is a newer, healthy one)
+    starts no rollback workflow, which would abort that newer rollout; the audit says why."""
+    sfn = boto3.client("stepfunctions")
+    stand_in_rollback(stack)
+    event = alarm_event("alarm_oom_canary_alarm")
+    cloudwatch = boto3.client("cloudwatch")
+    cloudwatch.put_metric_alarm(
+        AlarmName=event.detail.alarm_name, Namespace="MangaLLM/Gateway", MetricName="OomCaught", Statistic="Sum",
+        Period=60, EvaluationPeriods=1, Threshold=0.0, ComparisonOperator="GreaterThanThreshold",
+    )  # fmt: skip
+    cloudwatch.set_alarm_state(AlarmName=event.detail.alarm_name, StateValue="OK", StateReason="newer canary")
+
+    response = build_responder(stack).respond(event)
+
+    assert response.status == "ignored" and response.reason.startswith("stale event: the alarm has been OK"), response
+    assert sfn.list_executions(stateMachineArn=stack.rollback_arn)["executions"] == []
+    (record,) = stack.audit()
+    assert (record.action, record.outcome) == ("stale_event:canary", "skipped")
 
 
 def test_oom_on_the_primary_only_notifies(stack: Stack) -> None:
