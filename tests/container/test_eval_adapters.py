@@ -3,11 +3,14 @@
 Each kind (good, bad) is served under every adapter name the suite routes to (one adapter per name,
 ``devtools.eval_adapters.suite_adapters``) by a gateway that supervises its own CPU vLLM engine, and every suite
 prompt is asked through ``POST /v1/chat/completions`` as the promotion gate asks it (greedy, 48 tokens); the
-project's scorer judges the answers. One engine start per kind (about a minute each on two cores).
+project's scorer judges the answers. One engine start per kind (about a minute each on two cores); the two kinds'
+gateways start and are asked at once, each on a core of its own, and both tests judge what the module collected.
 """
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -45,12 +48,18 @@ def eval_adapters(tiny_model: TinyModel) -> EvalAdapters:
     return ensure_eval_adapters(tiny_model)
 
 
-def ask_suite(tiny: TinyModel, suite: EvalSuite, adapter: Path, workdir: Path) -> dict[str, str | None]:
-    """Every suite prompt's answer through a gateway serving ``adapter`` under the suite's adapter names."""
+Answers = dict[str, str | None]
+
+
+def ask_suite(tiny: TinyModel, suite: EvalSuite, adapter: Path, workdir: Path, cpu: int | None = None) -> Answers:
+    """Every suite prompt's answer through a gateway serving ``adapter`` under the suite's adapter names; ``cpu``
+    pins the gateway and its engine (compute threads included) to that core."""
     served = suite_adapters(tiny, adapter)
     folder = model_folder(tiny, workdir / "model", served)
-    answers: dict[str, str | None] = {}
-    with start_gateway(tiny, workdir, model_dir=folder, env={"LORA_MODULES": lora_modules(served)}) as gateway:
+    answers: Answers = {}
+    env = {"LORA_MODULES": lora_modules(served), **({"VLLM_CPU_OMP_THREADS_BIND": str(cpu)} if cpu is not None else {})}
+    cpus = {cpu} if cpu is not None else None
+    with start_gateway(tiny, workdir, model_dir=folder, env=env, cpus=cpus) as gateway:
         for prompt in suite.prompts:
             body: dict[str, object] = {"messages": prompt.chat_messages(), "max_tokens": 48, "temperature": 0}
             if prompt.adapter:
@@ -63,10 +72,30 @@ def ask_suite(tiny: TinyModel, suite: EvalSuite, adapter: Path, workdir: Path) -
     return answers
 
 
-def test_the_good_adapter_passes_the_suite(
-    tiny_model: TinyModel, suite: EvalSuite, eval_adapters: EvalAdapters, tmp_path: Path
-) -> None:
-    answers = ask_suite(tiny_model, suite, eval_adapters.good, tmp_path)
+@pytest.fixture(scope="module")
+def kinds_answers(
+    tiny_model: TinyModel, suite: EvalSuite, eval_adapters: EvalAdapters, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Answers]:
+    """Each kind's answers, both kinds asked at once (one core each where the machine has two)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    kinds = {"good": eval_adapters.good, "bad": eval_adapters.bad}
+    with ThreadPoolExecutor(len(kinds)) as pool:
+        asked = {
+            kind: pool.submit(
+                ask_suite,
+                tiny_model,
+                suite,
+                adapter,
+                tmp_path_factory.mktemp(kind),
+                cpus[i] if len(cpus) >= len(kinds) else None,
+            )
+            for i, (kind, adapter) in enumerate(kinds.items())
+        }
+        return {kind: future.result() for kind, future in asked.items()}
+
+
+def test_the_good_adapter_passes_the_suite(suite: EvalSuite, kinds_answers: dict[str, Answers]) -> None:
+    answers = kinds_answers["good"]
 
     verdict = judge(suite, answers, None)
     assert verdict.passed, verdict.reason
@@ -75,10 +104,8 @@ def test_the_good_adapter_passes_the_suite(
     assert answers == {p.id: reference_answer(suite, p) for p in suite.prompts}
 
 
-def test_the_bad_adapter_fails_the_suite(
-    tiny_model: TinyModel, suite: EvalSuite, eval_adapters: EvalAdapters, tmp_path: Path
-) -> None:
-    answers = ask_suite(tiny_model, suite, eval_adapters.bad, tmp_path)
+def test_the_bad_adapter_fails_the_suite(suite: EvalSuite, kinds_answers: dict[str, Answers]) -> None:
+    answers = kinds_answers["bad"]
 
     verdict = judge(suite, answers, None)
     assert not verdict.passed
