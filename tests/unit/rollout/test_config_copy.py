@@ -27,6 +27,7 @@ from fleetops.rollout.config_copy import (
     build_config,
 )
 from fleetops.rollout.endpoint_configs import EndpointConfigs
+from fleetops.rollout.restore_config import restore_plan
 
 HOSTING = {
     "InferenceAmiVersion": "al2-ami-sagemaker-inference-gpu-3-1",
@@ -120,14 +121,8 @@ FINAL = ConfigPlan(
     ),
     hosting=HOSTING,
 )  # fmt: skip
-RESTORED = ConfigPlan(
-    endpoint_name="manga-chat",
-    endpoint_config_name="manga-chat-v6-config-restored",
-    source_config_name="manga-chat-v6-config",
-    copy_variants=True,
-    copied_weights="source",
-    hosting=HOSTING,
-)
+#: What a rollback to v6's config creates (fleetops.rollout.restore_config), at 18:05 UTC.
+RESTORED = restore_plan("manga-chat", "manga-chat-v6-config", datetime(2026, 11, 21, 18, 5, tzinfo=UTC))
 #: The shadow variant keeps its fields; its count is the live one.
 SHADOW_NOW = [SHADOW | {"InitialInstanceCount": 2}]
 
@@ -184,12 +179,13 @@ def test_the_canary_config_copies_every_variant_and_adds_the_canary_without_the_
     )
 
 
-def test_a_restored_config_keeps_the_configs_weights_and_the_live_counts() -> None:
+def test_a_restored_config_keeps_the_configs_weights_and_fields_and_the_live_counts() -> None:
     created(
         RESTORED,
         {
-            "EndpointConfigName": "manga-chat-v6-config-restored",
-            "ProductionVariants": [PRIMARY | {"InitialInstanceCount": 5}, SERVERLESS | HOSTING],
+            "EndpointConfigName": "manga-chat-v6-config-restore-261121180500",
+            # the config as it was (its weights and hosting fields), with the 5 instances the primary runs now
+            "ProductionVariants": [PRIMARY | {"InitialInstanceCount": 5}, SERVERLESS],
             **CONFIG_FIELDS,
             "ShadowProductionVariants": SHADOW_NOW,
             "Tags": TAGS,
@@ -210,6 +206,25 @@ def test_a_floor_of_the_plans_count_holds_when_the_baseline_was_scaled_in_at_wei
     scaled_in = copy.deepcopy(LIVE)
     scaled_in["ProductionVariants"][0] |= {"CurrentInstanceCount": 1, "DesiredInstanceCount": 1}
     assert build_config(FINAL, SOURCE, TAGS, scaled_in)["ProductionVariants"][0]["InitialInstanceCount"] == 2
+
+
+def test_a_restored_config_never_runs_fewer_than_its_own_count_and_a_variant_not_serving_keeps_it() -> None:
+    """The primary serves 1 instance now (its config said 2); a second instance variant of the config does not
+    serve at all: the copy runs 2 and 3, the config's counts."""
+    spare = PRIMARY | {"VariantName": "spare", "InitialInstanceCount": 3, "InitialVariantWeight": 0.0}
+    source = copy.deepcopy(SOURCE) | {"ProductionVariants": [PRIMARY, spare]}
+    scaled_in = copy.deepcopy(LIVE)
+    scaled_in["ProductionVariants"][0] |= {"CurrentInstanceCount": 1, "DesiredInstanceCount": 1}
+    scaled_in["ShadowProductionVariants"][0]["CurrentInstanceCount"] = 1
+    built = build_config(RESTORED, source, TAGS, scaled_in)
+    assert [(v["VariantName"], v["InitialInstanceCount"]) for v in built["ProductionVariants"]] == [
+        ("primary", 2),
+        ("spare", 3),
+    ]
+    assert built["ShadowProductionVariants"][0]["InitialInstanceCount"] == 2
+    # Without the floor (a rollout's copies), the live count is the count.
+    live_only = RESTORED.model_copy(update={"source_count_floor": False})
+    assert build_config(live_only, source, TAGS, scaled_in)["ProductionVariants"][0]["InitialInstanceCount"] == 1
 
 
 def test_reserved_tags_are_not_copied_and_empty_answers_are_left_out() -> None:

@@ -6,7 +6,8 @@ variant it copies (volume size, routing, managed scaling, core dumps, SSM access
 are the config's tags (ListTags). The rollout sets only :data:`OWNED_CONFIG_FIELDS` and :data:`OWNED_VARIANT_FIELDS`.
 
 Instance counts are read from the live endpoint (DescribeEndpoint) when the config is built, so a promotion after a
-scale-out keeps the instances that serve then, not the count of the morning the plan was made.
+scale-out keeps the instances that serve then, not the count of the morning the plan was made; a rollback's copy of
+an older config (``source_count_floor``) runs the live count too, never fewer than that config's own.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ class ConfigPlan(StrictModel):
     copy_variants: bool = Field(description="every variant of the source config, before the added ones")
     copied_weights: Literal["live", "source"] = Field(
         default="live", description="a copied variant's weight: the endpoint's now, or the source config's"
+    )
+    source_count_floor: bool = Field(
+        default=False, description="a copied variant never runs fewer instances than the source config gives it"
     )
     add: tuple[VariantPlan, ...] = ()
     hosting: dict[str, Any] = Field(default_factory=dict, description="fleet.yaml's variant fields, on every variant")
@@ -104,12 +108,18 @@ def _with_count(variant: dict[str, Any], count: int | None) -> dict[str, Any]:
     return variant
 
 
-def _copied(
-    source: dict[str, Any], live: Mapping[str, Any], weights: str, hosting: Mapping[str, Any]
-) -> dict[str, Any]:
-    variant = _with_count(dict(source) | dict(hosting), live_count(live, source["VariantName"]))
+def _copied_count(source: Mapping[str, Any], live: Mapping[str, Any], floor: bool) -> int | None:
+    # Not serving: None, and the variant keeps the source config's own count.
+    count = live_count(live, source["VariantName"])
+    if count is not None and floor:
+        count = max(count, int(source.get("InitialInstanceCount") or 0))
+    return count
+
+
+def _copied(source: dict[str, Any], live: Mapping[str, Any], plan: ConfigPlan) -> dict[str, Any]:
+    variant = _with_count(dict(source) | dict(plan.hosting), _copied_count(source, live, plan.source_count_floor))
     live_weight = _live_weight(live, source["VariantName"])
-    if weights == "live" and live_weight is not None:
+    if plan.copied_weights == "live" and live_weight is not None:
         variant["InitialVariantWeight"] = live_weight
     return variant
 
@@ -166,7 +176,7 @@ def build_config(
     variants = [dict(v) for v in source.get("ProductionVariants", [])]
     by_name = {v["VariantName"]: v for v in variants}
     request = {k: v for k, v in source.items() if k not in DESCRIBED_ONLY and _present(v)}
-    built = [_copied(v, live, plan.copied_weights, plan.hosting) for v in variants] if plan.copy_variants else []
+    built = [_copied(v, live, plan) for v in variants] if plan.copy_variants else []
     for added in plan.add:
         if added.copy_of not in by_name:
             raise ConfigCopyError(
@@ -176,7 +186,8 @@ def build_config(
         built = [v for v in built if v["VariantName"] != added.variant_name]
         built.append(_added(added, by_name[added.copy_of], live, plan.hosting))
     shadows = [
-        _with_count(dict(v), live_count(live, v["VariantName"])) for v in source.get("ShadowProductionVariants", [])
+        _with_count(dict(v), _copied_count(v, live, plan.source_count_floor))
+        for v in source.get("ShadowProductionVariants", [])
     ]
     if shadows:
         request["ShadowProductionVariants"] = shadows
