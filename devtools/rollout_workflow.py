@@ -191,6 +191,7 @@ def deploy(core: CoreResources | None = None) -> RolloutWorkflow:
         | {
             "RollbackPlanFunctionArn": arns["rollback-plan"],
             "RolloutCapacityFunctionArn": arns["rollout-capacity"],
+            "EndpointConfigFunctionArn": arns["endpoint-config"],
             "PagingTopicArn": paging,
         },
         sfn_role,

@@ -1,9 +1,10 @@
-"""Canary rollout and rollback: build one endpoint config from the config serving now, and create it.
+"""Canary rollout and rollback: build one endpoint config from a config that exists, and create it.
 
-Event (from the state machine): a :class:`fleetops.rollout.config_copy.ConfigPlan` (the plan's ``canary_config``,
-``shadow_config`` or ``final_config``). Every field and tag of the source config is copied, the rollout's own
-fields set, and instance counts read from the endpoint now, so the promoted config keeps the instances serving
-at promotion. Returns the CreateEndpointConfig request it made.
+Event (from the state machine): a :class:`fleetops.rollout.config_copy.ConfigPlan` (the rollout plan's
+``canary_config``, ``shadow_config`` or ``final_config``, or a rollback step's ``restore_config``). Every field and
+tag of the source config is copied, the rollout's own fields set, and instance counts read from the endpoint now,
+so the promoted config, and the old config a rollback restores, keep the instances serving then. Returns the
+CreateEndpointConfig request it made.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ import pytest
 from devtools import rollout_workflow as wf
 from devtools.emulator_extensions import sagemaker as emulated_sagemaker
 from devtools.lambda_dispatch import load_handler_module
+from devtools.restored_config import serving_restored
 from fleetops.aws.audit_table import AuditTable
 from fleetops.aws.lease import EndpointLease
 from fleetops.model_contract import ModelContract
@@ -73,6 +74,12 @@ def wait_in_service() -> dict[str, Any]:
     raise TimeoutError("endpoint never settled")
 
 
+def back_on_old_config() -> dict[str, Any]:
+    """The endpoint, settled on v6's config: the rollback's copy of it (live instance counts), or that config."""
+    wait_in_service()
+    return serving_restored(wf.ENDPOINT, OLD_CONFIG)
+
+
 def rollback_input(**changes: Any) -> dict[str, Any]:
     request: dict[str, Any] = {
         "endpoint_name": wf.ENDPOINT,
@@ -120,8 +127,7 @@ def test_rollback_returns_a_rollout_in_flight_to_the_pointers_config_and_abortin
     assert history.index("ZeroCanary") < history.index("RestoreConfig")
     second_history = wf.state_history(second["executionArn"])
     assert "ZeroCanary" not in second_history and "RestoreConfig" not in second_history  # nothing left to do
-    described = wait_in_service()
-    assert described["EndpointConfigName"] == OLD_CONFIG
+    described = back_on_old_config()
     assert [v["VariantName"] for v in described["ProductionVariants"]] == [wf.PRIMARY]
     records = AuditTable(rollout.audit_table).list(wf.ENDPOINT)
     assert [(r.actor, r.action, r.outcome) for r in records] == [("rollback", "rollback", "applied")] * 2
@@ -130,6 +136,50 @@ def test_rollback_returns_a_rollout_in_flight_to_the_pointers_config_and_abortin
     subjects = [n["Subject"] for n in wf.notifications(rollout, wait_s=2)]
     assert subjects.count("Rolled back manga-chat") >= 1
     assert boto3.client("dynamodb").scan(TableName=rollout.lease_table)["Items"] == []
+
+
+def test_a_rollback_during_a_scale_out_restores_the_old_config_with_the_instances_serving_now(
+    rollout: wf.RolloutWorkflow,
+) -> None:
+    """An alarm scaled the primary out from v6's 2 instances to 6 in an incident (and raised its MinCapacity), then
+    a canary alarm rolls back: the endpoint goes back to v6's config as a copy with the 6 instances, not v6's 2,
+    and the raise stays. The copy is v6's config (model, variants, weights, fields, tags) under a name that says so.
+    """
+    live_pointer()
+    mid_rollout()
+    sagemaker = boto3.client("sagemaker")
+    old_arn = sagemaker.describe_endpoint_config(EndpointConfigName=OLD_CONFIG)["EndpointConfigArn"]
+    sagemaker.add_tags(ResourceArn=old_arn, Tags=[{"Key": "team", "Value": "manga-assistant"}])
+    sagemaker.update_endpoint_weights_and_capacities(
+        EndpointName=wf.ENDPOINT, DesiredWeightsAndCapacities=[{"VariantName": wf.PRIMARY, "DesiredInstanceCount": 6}]
+    )
+    wait_in_service()
+    autoscaling = boto3.client("application-autoscaling")
+    primary = f"endpoint/{wf.ENDPOINT}/variant/{wf.PRIMARY}"
+    dimension = "sagemaker:variant:DesiredInstanceCount"
+    autoscaling.register_scalable_target(
+        ServiceNamespace="sagemaker", ResourceId=primary, ScalableDimension=dimension, MinCapacity=6, MaxCapacity=8
+    )
+
+    result = wf.wait(wf.start(rollout.rollback_arn, RESPONDER_ROLLBACK, name="oom-canary-1"), timeout_s=60)
+
+    assert result["status"] == "SUCCEEDED", result
+    history = wf.state_history(result["executionArn"])
+    assert history.index("ZeroCanary") < history.index("CreateRestoreConfig") < history.index("RestoreConfig")
+    described = back_on_old_config()  # the copy: v6's model, variant names, weights and tags
+    copy = described["EndpointConfigName"]
+    assert copy.startswith(f"{OLD_CONFIG}-restore-"), copy
+    [variant] = sagemaker.describe_endpoint_config(EndpointConfigName=copy)["ProductionVariants"]
+    assert (variant["ModelName"], variant["InitialInstanceCount"]) == ("manga-chat-v6-model", 6)
+    assert variant["InferenceAmiVersion"] == wf.hosting().variant_fields()["InferenceAmiVersion"]
+    [serving] = described["ProductionVariants"]
+    assert (serving["VariantName"], serving["CurrentInstanceCount"]) == (wf.PRIMARY, 6)
+    [target] = autoscaling.describe_scalable_targets(ServiceNamespace="sagemaker", ResourceIds=[primary])[
+        "ScalableTargets"
+    ]
+    assert (target["MinCapacity"], target["MaxCapacity"]) == (6, 8)  # the responder's raise is not released
+    notes = [n for n in wf.notifications(rollout, wait_s=2) if n["Subject"] == "Rolled back manga-chat"]
+    assert notes and f"serves endpoint config {OLD_CONFIG} again, on config {copy}" in notes[0]["Message"], notes
 
 
 def test_operator_rollback_without_a_target_uses_the_model_pointer(rollout: wf.RolloutWorkflow) -> None:
@@ -154,7 +204,7 @@ def test_operator_rollback_without_a_target_uses_the_model_pointer(rollout: wf.R
     result = wf.wait(wf.start(rollout.rollback_arn, request, name="ops-3"), timeout_s=60)
 
     assert result["status"] == "SUCCEEDED", result
-    assert wait_in_service()["EndpointConfigName"] == OLD_CONFIG
+    back_on_old_config()
     restored = json.loads(boto3.client("ssm").get_parameter(Name=POINTER)["Parameter"]["Value"])
     assert (restored["endpoint_config_name"], restored["version"]) == (OLD_CONFIG, "v6")
     # It checked itself before restoring the pointer: every answer named v6, nobody was paged.
@@ -281,7 +331,7 @@ def test_the_responders_rollback_aborts_the_rollout_in_flight_and_never_undoes_a
 
     first = wf.wait(wf.start(rollout.rollback_arn, request, name="oom-canary-1"), timeout_s=60)
     assert first["status"] == "SUCCEEDED", first
-    assert wait_in_service()["EndpointConfigName"] == OLD_CONFIG
+    restored = back_on_old_config()["EndpointConfigName"]
     assert json.loads(boto3.client("ssm").get_parameter(Name=POINTER)["Parameter"]["Value"]) == live
 
     # A second canary alarm after the rollback must not walk the fleet back to v5.
@@ -289,7 +339,7 @@ def test_the_responders_rollback_aborts_the_rollout_in_flight_and_never_undoes_a
     again = wf.wait(wf.start(rollout.rollback_arn, second, name="ttft-canary-2"), timeout_s=60)
     assert again["status"] == "SUCCEEDED", again
     assert "RestoreConfig" not in wf.state_history(again["executionArn"])
-    assert wait_in_service()["EndpointConfigName"] == OLD_CONFIG
+    assert back_on_old_config()["EndpointConfigName"] == restored  # the copy it found counts as restored
 
 
 def test_a_rollback_aborts_a_running_rollout_that_holds_the_lease(rollout: wf.RolloutWorkflow) -> None:
@@ -315,7 +365,7 @@ def test_a_rollback_aborts_a_running_rollout_that_holds_the_lease(rollout: wf.Ro
     assert history.index("StopRollout") < history.index("ZeroCanary") < history.index("RestoreConfig")
     stopped = wf.wait(execution, timeout_s=10)  # moto records no error/cause for a stop: the audit says why
     assert stopped["status"] == "ABORTED", {k: stopped.get(k) for k in ("status", "error", "cause")}
-    assert wait_in_service()["EndpointConfigName"] == OLD_CONFIG
+    back_on_old_config()
     assert "Item" not in boto3.client("dynamodb").get_item(
         TableName=rollout.lease_table, Key={"endpoint_name": {"S": wf.ENDPOINT}}
     )
@@ -386,7 +436,9 @@ def test_a_failed_rollback_gives_its_lease_back_so_the_next_alarm_takes_over(rol
 
     assert result["status"] == "FAILED", result
     history = wf.state_history(result["executionArn"])
-    assert history.index("HoldLease") < history.index("RestoreConfig") < history.index("GiveLeaseBack"), history
+    # Its copy cannot be built (nothing to copy), so the endpoint is never asked to change.
+    assert history.index("HoldLease") < history.index("CreateRestoreConfig") < history.index("GiveLeaseBack")
+    assert "RestoreConfig" not in history, history
     assert lease_row(rollout) is None, lease_row(rollout)
     [note] = wf.notifications(rollout, wait_s=2)
     assert note["Subject"] == "Rollback FAILED: operator action needed"
@@ -421,7 +473,7 @@ def test_a_rollback_takes_over_from_one_that_ended_without_giving_its_lease_back
     assert result["status"] == "SUCCEEDED", result
     history = wf.state_history(result["executionArn"])
     assert "AlreadyRollingBack" not in history and "ZeroCanary" in history and "RestoreConfig" in history, history
-    assert wait_in_service()["EndpointConfigName"] == OLD_CONFIG
+    back_on_old_config()
     assert lease_row(rollout) is None
 
 
@@ -463,8 +515,7 @@ def test_a_rollback_waits_out_an_autoscaling_update_that_starts_just_after_it_lo
     history = wf.state_history(result["executionArn"])
     assert "EndpointBusy?" in history and "WaitForEndpoint" in history, history
     assert history.count("ZeroCanary") == 2, history  # refused while Updating, then done
-    described = wait_in_service()
-    assert described["EndpointConfigName"] == OLD_CONFIG
+    described = back_on_old_config()
     assert [v["VariantName"] for v in described["ProductionVariants"]] == [wf.PRIMARY]
     assert lease_row(rollout) is None
 
@@ -499,4 +550,4 @@ def test_a_rollback_that_names_no_canary_takes_the_traffic_off_fleet_yamls_canar
     assert result["status"] == "SUCCEEDED", result
     history = wf.state_history(result["executionArn"])
     assert "ZeroCanary" in history and history.index("ZeroCanary") < history.index("RestoreConfig"), history
-    assert wait_in_service()["EndpointConfigName"] == OLD_CONFIG
+    back_on_old_config()

@@ -132,19 +132,41 @@ def test_every_rollout_failure_between_the_lease_and_the_promotion_rolls_back() 
 
 def test_a_rollback_releases_the_canarys_scalable_target_before_it_restores_the_config_whatever_that_answers() -> None:
     every = states("rollback.asl.json")
+    into_copy = {name for name, state in every.items() if "CreateRestoreConfig" in next_states(state)}
+    assert into_copy == {"CanaryTarget?", "ReleaseCanaryTarget"}
     into_restore = {name for name, state in every.items() if "RestoreConfig" in next_states(state)}
-    assert into_restore == {"CanaryTarget?", "ReleaseCanaryTarget"}
-    assert {c["Next"] for c in every["Action"]["Choices"]} >= {"CanaryTarget?"} and "RestoreConfig" not in {
-        c["Next"] for c in every["Action"]["Choices"]
-    }
+    assert into_restore == {"CreateRestoreConfig"}
+    assert {c["Next"] for c in every["Action"]["Choices"]} >= {"CanaryTarget?"} and not {
+        "RestoreConfig",
+        "CreateRestoreConfig",
+    } & {c["Next"] for c in every["Action"]["Choices"]}
     assert every["CanaryTarget?"]["Choices"] == [
         {"Variable": "$.next.step.canary_variant_name", "IsNull": False, "Next": "ReleaseCanaryTarget"}
     ]
     release = every["ReleaseCanaryTarget"]
     assert release["Parameters"]["Payload"]["action"] == "release"
     # Best effort: a failed release never keeps the canary serving.
-    assert [(c["ErrorEquals"], c["Next"]) for c in release["Catch"]] == [(["States.ALL"], "RestoreConfig")]
+    assert [(c["ErrorEquals"], c["Next"]) for c in release["Catch"]] == [(["States.ALL"], "CreateRestoreConfig")]
     assert release["Catch"][0]["ResultPath"] != "$.error"
+
+
+def test_a_rollback_restores_a_copy_of_its_target_with_the_live_counts_built_right_before_the_update() -> None:
+    """Never the target as it was created (its instance counts are that day's): the step's restore_config, built
+    by the EndpointConfigFunction, is the config UpdateEndpoint names; a copy that cannot be built fails the
+    rollback (audited, lease given back) instead of falling back to the old counts."""
+    every = states("rollback.asl.json")
+    create = every["CreateRestoreConfig"]
+    assert create["Parameters"] == {
+        "FunctionName": "${EndpointConfigFunctionArn}",
+        "Payload.$": "$.next.step.restore_config",
+    }
+    assert [(c["ErrorEquals"], c["Next"]) for c in create["Catch"]] == [(["States.ALL"], "AuditFailed")]
+    updates = {
+        name: state["Parameters"]["EndpointConfigName.$"]
+        for name, state in every.items()
+        if "EndpointConfigName.$" in state.get("Parameters", {})
+    }
+    assert updates == {"RestoreConfig": "$.next.step.restore_config.endpoint_config_name"}
 
 
 def path_allowed(every: dict[str, Any], order: list[str]) -> None:

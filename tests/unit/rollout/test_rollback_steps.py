@@ -138,3 +138,44 @@ def test_another_rollback_is_joined_only_while_its_execution_runs() -> None:
     assert (taken.takeover_holder, taken.takeover_execution_arn) == ("rollback/oom-1", "arn:exec:oom-1")
     assert taken.stop_execution_arn is None  # nothing to stop: it has ended
     assert "takes over rollback/oom-1's lease (its execution FAILED)" in taken.note
+
+
+def test_the_config_comes_back_as_a_copy_with_the_live_counts_and_the_copy_counts_as_the_target() -> None:
+    """Never the old config as it was created (its instance counts are that day's): a copy named after it, built
+    from the target's variants, weights and fields with the instances serving now, never fewer than its own."""
+    step = next_step(REQUEST, endpoint("new", variant("primary", 75), variant("canary", 0)), OLD, None, NOW)
+    assert step.action == "restore_config" and step.restore_config is not None
+    copy = step.restore_config
+    assert copy.endpoint_config_name == "manga-chat-v6-config-restore-261121094000"
+    assert (copy.source_config_name, copy.copy_variants, copy.copied_weights, copy.source_count_floor) == (
+        OLD,
+        True,
+        "source",
+        True,
+    )
+    assert step.target_endpoint_config_name == OLD  # what the lease row keeps: the copy is made again if retried
+    on_copy = endpoint(copy.endpoint_config_name, variant("primary", 1))
+    done = next_step(REQUEST, on_copy, OLD, None, NOW)
+    assert done.action == "finish" and done.restore_config is None
+    assert done.note == f"endpoint serves {OLD} as {copy.endpoint_config_name}"
+    # Another release's copy is not the target.
+    elsewhere = endpoint("manga-chat-v5-config-restore-261121094000", variant("primary", 1))
+    assert next_step(REQUEST, elsewhere, OLD, None, NOW).action == "restore_config"
+
+
+def test_a_retried_rollback_finds_its_target_restored_as_a_copy_and_finishes() -> None:
+    """Its own lease row names the target; the endpoint already serves the copy an earlier pass made."""
+    own = LeaseInfo("manga-chat", "rollback/llama-q4-v7-rollback", 2_000_000_000, "arn:exec:rollback", OLD, "")
+    on_copy = endpoint(f"{OLD}-restore-261121093000", variant("primary", 1))
+    step = plan_rollback(REQUEST, NOW, lambda _: on_copy, lambda _: None, "/p", lambda _: own, "arn:exec:rollback")
+    assert (step.action, step.target_endpoint_config_name) == ("finish", OLD)
+
+
+def test_an_endpoint_on_a_copy_of_the_pointers_config_is_no_rollout_in_flight() -> None:
+    """After a rollback the pointer names the old config and the endpoint serves its copy: the responder's next
+    canary alarm finds nothing to abort and changes nothing."""
+    restored = Pointer(model="manga-llama", version="v6", sagemaker_model="unknown", endpoint_config_name=OLD)
+    again = RollbackRequest(endpoint_name="manga-chat", rollback_id="alarm-3", abort_only=True)
+    on_copy = f"{OLD}-restore-261121093000"
+    assert resolve_target(again, restored, on_copy) == (on_copy, None)
+    assert next_step(again, endpoint(on_copy, variant("primary", 1)), on_copy, None, NOW).action == "finish"

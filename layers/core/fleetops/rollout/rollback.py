@@ -1,7 +1,8 @@
 """Rollback as a reconcile loop: look at the endpoint, do the next safe thing, look again.
 
 Each call returns one action. Running the rollback again on an endpoint that is already back on
-its target config returns ``finish`` straight away, so rolling back twice is safe.
+its target config returns ``finish`` straight away, so rolling back twice is safe. The target comes back as a copy
+with the instances serving now (:mod:`fleetops.rollout.restore_config`), which counts as the target from then on.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fleetops.endpoint import EndpointSnapshot
+from fleetops.rollout.config_copy import ConfigPlan
 from fleetops.rollout.in_service import InServiceSettings
 from fleetops.rollout.lease_holders import ROLLBACK_LEASE_PREFIX, ROLLOUT_LEASE_PREFIX
 from fleetops.rollout.pointer import Pointer
+from fleetops.rollout.restore_config import restore_plan, restores
 
 if TYPE_CHECKING:
     from fleetops.endpoint import LeaseInfo
@@ -177,6 +180,9 @@ class RollbackStep(BaseModel):
     attempt: int
     pointer_json: str | None
     lease_restore_pointer: str = Field(default="", description="pointer_json as the lease row stores it")
+    restore_config: ConfigPlan | None = Field(
+        default=None, description="restore_config: the copy of the target that goes onto the endpoint (live counts)"
+    )
     note: str
 
 
@@ -191,7 +197,8 @@ def resolve_target(request: RollbackRequest, pointer: Pointer | None, current_co
     never walk the fleet back a version.
     """
     previous = pointer.previous_endpoint_config_name if pointer else None
-    if pointer is not None and current_config not in (pointer.endpoint_config_name, previous):
+    known = [name for name in (pointer.endpoint_config_name, previous) if name] if pointer else []
+    if pointer is not None and not any(restores(request.endpoint_name, current_config, name) for name in known):
         return pointer.endpoint_config_name, None  # a rollout in flight: abort it
     if request.abort_only:
         return current_config, None  # nothing in flight: next_step finishes at once
@@ -336,8 +343,9 @@ def next_step(
         return RollbackStep(
             action="wait", wait_seconds=waits[request.attempt], note=f"endpoint is {endpoint.status}", **common
         )
-    if endpoint.endpoint_config_name == target:
-        return RollbackStep(action="finish", note=f"endpoint serves {target}", **common)
+    if restores(endpoint.endpoint_name, endpoint.endpoint_config_name, target):
+        serving = "" if endpoint.endpoint_config_name == target else f" as {endpoint.endpoint_config_name}"
+        return RollbackStep(action="finish", note=f"endpoint serves {target}{serving}", **common)
     canary = next((v for v in endpoint.variants if v.variant_name == request.canary_variant_name), None)
     others = [v for v in endpoint.variants if v.variant_name != request.canary_variant_name]
     if canary is not None and canary.weight > 0 and others:
@@ -347,7 +355,11 @@ def next_step(
         weights = [{"VariantName": v.variant_name, "DesiredWeight": v.weight if share else 1.0} for v in others]
         weights.append({"VariantName": canary.variant_name, "DesiredWeight": 0.0})
         return RollbackStep(action="zero_canary", zero_weights=tuple(weights), note="canary weight to 0", **common)
-    return RollbackStep(action="restore_config", note=f"endpoint config back to {target}", **common)
+    # Never the target as it was created: its instance counts are that day's, and an endpoint scaled out since
+    # (an incident, say) would lose the extra instances now. A copy with the live counts goes on instead.
+    restored = restore_plan(endpoint.endpoint_name, target, now)
+    note = f"endpoint config back to {target} as {restored.endpoint_config_name} (the instances serving now)"
+    return RollbackStep(action="restore_config", restore_config=restored, note=note, **common)
 
 
 def plan_rollback(

@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fleetops.rollout.pointer import Pointer
+from fleetops.rollout.restore_config import restores
 
 #: How many times the endpoint is asked: enough that a canary left at a fair share of traffic is met.
 VERIFY_ATTEMPTS = 5
@@ -75,11 +76,16 @@ def _release_version(pointer_json: str | None) -> str | None:
 
 
 def expected_version(
-    pointer_json: str | None, live: Pointer | None, target_config: str, config_versions: Mapping[str, str | None]
+    pointer_json: str | None,
+    live: Pointer | None,
+    target_config: str,
+    config_versions: Mapping[str, str | None],
+    endpoint_name: str = "",
 ) -> str | None:
     """The version the endpoint must answer with once on ``target_config``; ``None`` when nothing says.
 
     ``config_versions``: the ``MODEL_VERSION`` of each variant's model in the target config (variant -> version).
+    A live pointer naming the target or a rollback's copy of it (the same models) names the version.
 
     Examples
     --------
@@ -91,7 +97,8 @@ def expected_version(
     restored = _release_version(pointer_json)
     if restored:
         return restored
-    if live is not None and live.endpoint_config_name == target_config and live.version != UNKNOWN_VERSION:
+    names_target = live is not None and restores(endpoint_name, live.endpoint_config_name, target_config)
+    if live is not None and names_target and live.version != UNKNOWN_VERSION:
         return live.version
     named = {v for v in config_versions.values() if v}
     return named.pop() if len(named) == 1 else None
@@ -154,7 +161,7 @@ def verify_rollback(
     'endpoint e on c6: 3 of 3 answers name v6'
     """
     target = request.target_endpoint_config_name
-    expected = expected_version(request.pointer_json, live, target, {})
+    expected = expected_version(request.pointer_json, live, target, {}, request.endpoint_name)
     if expected is None:
         expected = expected_version(None, None, target, config_versions(target))
     return judge(expected, ask(), request.endpoint_name, target)
