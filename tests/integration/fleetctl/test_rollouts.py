@@ -17,6 +17,7 @@ from botocore.awsrequest import AWSResponse
 
 from devtools import operator_stack
 from devtools import rollout_workflow as wf
+from devtools.restored_config import serving_restored
 from fleetctl import awsclients
 from fleetctl.errors import ExitCode
 from tests.conftest import load_event
@@ -119,7 +120,7 @@ def test_approve_promotes_and_rollback_returns_to_the_previous_model(stack, cli,
     assert rolled_back.code == 0, rolled_back.err
     check_schema(rolled_back.json(), "rollback")
     assert rolled_back.json()["status"] == "SUCCEEDED"
-    assert config_name() == f"{ENDPOINT}-v6-config"
+    serving_restored(ENDPOINT, f"{ENDPOINT}-v6-config")  # v6's config, as the rollback's copy of it
     trail = cli("why", "--since", "30d", "--json", "--actor", "rollback").json()["entries"]
     assert any("TTFT regression seen by support" in e["reason"] for e in trail), trail
 
@@ -135,7 +136,7 @@ def test_reject_rolls_the_rollout_back_with_the_reason(stack, cli, tmp_path, peo
         result = wf.wait(_execution(stack, "v8"), timeout_s=60)
 
     assert result["status"] == "FAILED" and result["cause"].startswith("RolloutRejected"), result
-    assert config_name() == f"{ENDPOINT}-v6-config"
+    serving_restored(ENDPOINT, f"{ENDPOINT}-v6-config")  # v6's config, as the rollback's copy of it
     # The reason travels in SendTaskFailure's cause, which the emulator drops ("RolloutRejected: null"); the
     # unit test of the approval gate's decide() checks it is sent.
     [used] = [
@@ -195,7 +196,7 @@ def test_abort_stops_a_rollout_in_flight_and_returns_the_endpoint(stack, cli, tm
     assert aborted.code == 0, aborted.err
     assert "abort of rollout v9 on manga-chat-prod" in aborted.out and "SUCCEEDED" in aborted.out
     assert boto3.client("stepfunctions").describe_execution(executionArn=_execution(stack, "v9"))["status"] == "ABORTED"
-    assert config_name() == f"{ENDPOINT}-v6-config"
+    serving_restored(ENDPOINT, f"{ENDPOINT}-v6-config")  # v6's config, as the rollback's copy of it
     not_running = cli("rollout", "abort", "v9", "--reason", "again")
     assert not_running.code == ExitCode.CONFLICT and "there is nothing to abort" in not_running.err
 

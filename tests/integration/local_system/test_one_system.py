@@ -23,6 +23,7 @@ from devtools import rollout_workflow as wf
 from devtools.emulator import MotoServer
 from devtools.endpoint_sampler import canary_when_users_moved
 from devtools.local_system import CANARY, ENDPOINT, PRIMARY, LocalSystem, emitted, local_system, wait_for
+from devtools.restored_config import serves, serving_restored
 from devtools.scenarios import broken_canary, healthy_rollout, queue_build_up
 from devtools.tiny_model import TinyModel
 from fleetops.metrics import MetricName
@@ -109,14 +110,9 @@ def test_a_broken_canary_is_rolled_back_by_its_alarm_while_the_rollout_holds_the
     [rollback] = [r for r in outcome.rollbacks if "AlreadyRollingBack" not in r["states"]]
     assert "StopRollout" in rollback["states"] and "alarm_responder" in rollback["input"]
     assert outcome.weights_after.get(CANARY, 0.0) == 0.0
-    wait_for(
-        "the endpoint back on v1",
-        lambda: (
-            boto3.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)["EndpointConfigName"]
-            == f"{ENDPOINT}-v1-config"
-        ),
-        300,
-    )
+    # Back on v1's config, as the rollback's copy of it (the instances serving at the rollback).
+    wait_for("the endpoint back on v1", lambda: serves(ENDPOINT, f"{ENDPOINT}-v1-config"), 300)
+    serving_restored(ENDPOINT, f"{ENDPOINT}-v1-config")
     assert outcome.detect_to_weight0_s is not None
 
 
@@ -153,6 +149,5 @@ def test_a_model_whose_environment_breaks_the_contract_is_rolled_back_before_any
 
     assert result["status"] == "FAILED" and result["error"] == "RolledBack", result
     assert "EndpointUpdateFailed" in result["cause"] and "ghost" in result["cause"], result["cause"]
-    described = boto3.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)
-    assert described["EndpointConfigName"] == f"{ENDPOINT}-v1-config"
+    serving_restored(ENDPOINT, f"{ENDPOINT}-v1-config")  # or the rollback's copy of it
     assert {a.version for a in (system.invoke("Where is my order?") for _ in range(3))} == {"v1"}

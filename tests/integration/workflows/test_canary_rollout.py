@@ -16,6 +16,7 @@ import pytest
 
 from devtools import rollout_workflow as wf
 from devtools.emulator_extensions import sagemaker as emulated_sagemaker
+from devtools.restored_config import serving_restored
 from fleetops.aws.audit_table import AuditTable
 from fleetops.aws.lease import EndpointLease
 from fleetops.rollout.approval import new_approval_id
@@ -100,12 +101,12 @@ def test_all_steps_pass_with_approvals_and_the_new_model_serves_100_percent(roll
 
 
 def assert_rolled_back(rollout: wf.RolloutWorkflow, result: dict[str, Any], error: str) -> None:
-    """The rollout failed with RolledBack, the endpoint serves the old config, pointer and lease are clean."""
+    """The rollout failed with RolledBack, the endpoint serves the old config (the rollback's copy of it, with the
+    live instance counts), pointer and lease are clean."""
     assert result["status"] == "FAILED", result
     assert result["error"] == "RolledBack" and result["cause"].startswith(error), result
-    described = endpoint()
+    described = serving_restored(wf.ENDPOINT, "manga-chat-v6-config")
     assert described["EndpointStatus"] == "InService"
-    assert described["EndpointConfigName"] == "manga-chat-v6-config"
     assert [v["VariantName"] for v in described["ProductionVariants"]] == ["primary"]
     assert pointer()["endpoint_config_name"] == "manga-chat-v6-config"
     lease = boto3.client("dynamodb").get_item(TableName=rollout.lease_table, Key={"endpoint_name": {"S": wf.ENDPOINT}})

@@ -20,6 +20,7 @@ import pytest
 
 from devtools import rollout_workflow as wf
 from devtools.emulator_extensions import sagemaker as emulated_sagemaker
+from devtools.restored_config import serving_restored
 from fleetops.model_contract import ModelContract
 from tests.integration.workflows.conftest import HEALTHY, rollout_request
 
@@ -142,10 +143,13 @@ def test_promotion_and_rollback_keep_every_field_and_tag_of_the_config(whole: wf
     }
     rolled_back = wf.wait(wf.start(whole.rollback_arn, back, name="ops-1"), timeout_s=60)
     assert rolled_back["status"] == "SUCCEEDED", rolled_back
-    assert serving()["EndpointConfigName"] == "manga-chat-llama-q4-v7-final"
-    own, variants, tags = described(serving()["EndpointConfigName"])
+    # As the rollback's copy of that config (named after it, with the instances serving at the rollback).
+    restored = serving_restored(wf.ENDPOINT, "manga-chat-llama-q4-v7-final")["EndpointConfigName"]
+    assert restored.startswith("manga-chat-llama-q4-v7-final-restore-"), restored
+    own, variants, tags = described(restored)
     assert (own, tags) == (CONFIG_FIELDS, TAGS)
     assert unowned(variants["primary"]) == VARIANT_FIELDS
+    assert variants["primary"]["ModelName"] == "manga-chat-llama-q4-v7-final-model"
 
 
 def scale_out_during_the_first_step(count: int, stop: threading.Event) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from devtools import rollout_workflow as wf
 from devtools.endpoint_sampler import canary_when_users_moved, sampled
+from devtools.restored_config import serving_restored
 from fleetops.aws.autoscaling import DIMENSION, NAMESPACE, resource_id
 from tests.integration.workflows.conftest import HEALTHY, rollout_request
 
@@ -149,9 +150,9 @@ def test_a_step_the_canary_limit_cannot_size_is_refused_before_its_weights_chang
     # No user was moved to 75 %: the weights stopped at 50 %, then went back to the primary.
     assert max(s.canary_share() for s in samples) == 50.0
     assert wf.state_history(execution).count("SetWeights") == 3
-    described = boto3.client("sagemaker").describe_endpoint(EndpointName=wf.ENDPOINT)
-    assert described["EndpointConfigName"] == "manga-chat-v6-config"
-    assert [v["VariantName"] for v in described["ProductionVariants"]] == [wf.PRIMARY]
+    # Back on v6's config as the rollback's copy of it: the primary keeps the 6 instances it scaled out to.
+    described = serving_restored(wf.ENDPOINT, "manga-chat-v6-config")
+    assert [(v["VariantName"], v["CurrentInstanceCount"]) for v in described["ProductionVariants"]] == [(wf.PRIMARY, 6)]
     # The canary's target went before the rollback removed the variant.
     assert canary_target(wf.ENDPOINT) == (None, [])
 
@@ -183,5 +184,5 @@ def test_a_rollback_started_by_an_alarm_mid_rollout_releases_the_canarys_target_
     history = wf.state_history(result["executionArn"])
     assert history.index("ReleaseCanaryTarget") < history.index("RestoreConfig"), history
     assert canary_target(wf.ENDPOINT) == (None, [])
-    described = boto3.client("sagemaker").describe_endpoint(EndpointName=wf.ENDPOINT)
-    assert [v["VariantName"] for v in described["ProductionVariants"]] == [wf.PRIMARY]
+    described = serving_restored(wf.ENDPOINT, "manga-chat-v6-config")
+    assert [(v["VariantName"], v["CurrentInstanceCount"]) for v in described["ProductionVariants"]] == [(wf.PRIMARY, 6)]

@@ -15,6 +15,7 @@ import boto3
 import pytest
 
 from devtools import rollout_workflow as wf
+from devtools.restored_config import serving_restored
 from fleetops.aws.lease import EndpointLease
 from fleetops.aws.switches import ENGAGED
 from tests.integration.workflows.conftest import HEALTHY, rollout_request
@@ -66,7 +67,7 @@ def test_a_kill_switch_engaged_or_missing_mid_rollout_stops_the_next_weight_chan
     # 5 % and 25 % were set before the switch; the 100 % step never was.
     assert history.count("SetWeights") == 2 and "Promote" not in history
     assert history.index(state) < history.index("Rollback")
-    assert endpoint_config() == OLD_CONFIG
+    serving_restored(wf.ENDPOINT, OLD_CONFIG)
     assert boto3.client("dynamodb").scan(TableName=rollout.lease_table)["Items"] == []
 
 

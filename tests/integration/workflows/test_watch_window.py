@@ -17,6 +17,7 @@ import boto3
 
 from devtools import rollout_workflow as wf
 from devtools.aws_resources import create_table
+from devtools.restored_config import serving_restored
 from fleetops.aws.audit_table import AuditTable
 from fleetops.aws.autoscaling import AutoScaling
 from fleetops.aws.lease import EndpointLease
@@ -106,7 +107,7 @@ def test_a_broken_promotion_is_rolled_back_inside_the_watch_window_and_only_noti
     assert outcome.reason.startswith(why), outcome.reason
     result = wf.wait(str((outcome.after or {})["execution_arn"]), timeout_s=60)
     assert result["status"] == "SUCCEEDED", result
-    assert endpoint_config() == OLD_CONFIG
+    restored_config = serving_restored(wf.ENDPOINT, OLD_CONFIG)["EndpointConfigName"]
     assert "Verify" in wf.state_history(result["executionArn"])
     restored = json.loads(boto3.client("ssm").get_parameter(Name=POINTER)["Parameter"]["Value"])
     assert (restored["endpoint_config_name"], restored["version"]) == (OLD_CONFIG, "v6")
@@ -124,4 +125,4 @@ def test_a_broken_promotion_is_rolled_back_inside_the_watch_window_and_only_noti
     # Another alarm after the rollback finds no promotion to undo: the fleet never walks back past v6.
     again = alarm_responder.respond(error_rate_alarm(promoted_at + timedelta(hours=2)))
     assert again.outcomes == () and len(executions(rollout)) == 1
-    assert endpoint_config() == OLD_CONFIG
+    assert endpoint_config() == restored_config
