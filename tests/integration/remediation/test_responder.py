@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import timedelta
+from typing import Any
 
 import boto3
 import pytest
@@ -199,17 +200,23 @@ def test_a_canary_rollback_goes_ahead_under_the_kill_switch_and_a_spent_rate_lim
     assert response.outcomes[0].outcome == "applied"
 
 
+def recovered_alarm(name: str, metric: str, statistic: str, threshold: float, reason: str) -> Any:
+    """The gateway alarm ``name`` in CloudWatch, back to OK (``reason``) by the time its ALARM event arrives."""
+    cloudwatch = boto3.client("cloudwatch")
+    cloudwatch.put_metric_alarm(
+        AlarmName=name, Namespace="MangaLLM/Gateway", MetricName=metric, Statistic=statistic,
+        Period=60, EvaluationPeriods=1, Threshold=threshold, ComparisonOperator="GreaterThanThreshold",
+    )  # fmt: skip
+    cloudwatch.set_alarm_state(AlarmName=name, StateValue="OK", StateReason=reason)
+    return cloudwatch
+
+
 def test_a_late_alarm_event_whose_alarm_is_ok_again_is_dropped_and_audited(stack: Stack) -> None:
     """An ALARM event delivered after its alarm went OK (EventBridge and Lambda retries, out of order) no longer
     scales anything out: the responder asks CloudWatch, and the audit says why it did nothing. Once the alarm is
     in ALARM again, the same kind of event acts."""
     event = alarm_event("alarm_queue_depth_alarm")
-    cloudwatch = boto3.client("cloudwatch")
-    cloudwatch.put_metric_alarm(
-        AlarmName=event.detail.alarm_name, Namespace="MangaLLM/Gateway", MetricName="QueueDepth", Statistic="Maximum",
-        Period=60, EvaluationPeriods=1, Threshold=50.0, ComparisonOperator="GreaterThanThreshold",
-    )  # fmt: skip
-    cloudwatch.set_alarm_state(AlarmName=event.detail.alarm_name, StateValue="OK", StateReason="recovered")
+    cloudwatch = recovered_alarm(event.detail.alarm_name, "QueueDepth", "Maximum", 50.0, "recovered")
 
     response = build_responder(stack).respond(event)
 
@@ -231,12 +238,7 @@ def test_a_late_canary_alarm_event_whose_alarm_is_ok_again_starts_no_rollback(st
     sfn = boto3.client("stepfunctions")
     stand_in_rollback(stack)
     event = alarm_event("alarm_oom_canary_alarm")
-    cloudwatch = boto3.client("cloudwatch")
-    cloudwatch.put_metric_alarm(
-        AlarmName=event.detail.alarm_name, Namespace="MangaLLM/Gateway", MetricName="OomCaught", Statistic="Sum",
-        Period=60, EvaluationPeriods=1, Threshold=0.0, ComparisonOperator="GreaterThanThreshold",
-    )  # fmt: skip
-    cloudwatch.set_alarm_state(AlarmName=event.detail.alarm_name, StateValue="OK", StateReason="newer canary")
+    recovered_alarm(event.detail.alarm_name, "OomCaught", "Sum", 0.0, "newer canary")
 
     response = build_responder(stack).respond(event)
 
