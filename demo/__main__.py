@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 
+from demo.expect import missed
 from devtools.emulator import moto_server
 
 PARTS = ["release_week", "one_system", "promotion", "prescale", "bedrock_import", "container"]
@@ -36,6 +37,9 @@ def main(only: list[str]) -> int:
             print(f"\n{'=' * 100}\n  {part}\n{'=' * 100}", flush=True)
             emulator.reset()
             module.run(emulator)
+    if missed:
+        print(f"\nThe demo did not go as its story says ({len(missed)}):", *missed, sep="\n  ", flush=True)
+        return 1
     return 0
 
 

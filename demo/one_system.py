@@ -22,6 +22,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+from demo.expect import expect
 from devtools.emulator import MotoServer
 from devtools.endpoint_sampler import canary_when_users_moved
 from devtools.local_system import CANARY, PRIMARY, Answer, LocalSystem, aws_equivalent_s, local_system
@@ -55,6 +56,7 @@ def _new_adapter(system: LocalSystem) -> None:
     _say("\n--- 1. v2 with a new adapter (seasonal_promo): canary, analysis on real traffic, approval, promotion")
     outcome = healthy_rollout(system, adapter="seasonal_promo")
     _say(f"rollout: {outcome.execution['status']}")
+    expect(outcome.execution["status"] == "SUCCEEDED", "v2 with a new adapter is promoted")
     moved = ", ".join(f"{share:g} % on {count}" for share, count in canary_when_users_moved(outcome.samples))
     _say(f"canary sized before users moved, beside a primary of {outcome.primary_before} instances: {moved}")
     waiting = max(s.canary_share() for s in outcome.at_approval)
@@ -78,6 +80,8 @@ def _broken_canary(system: LocalSystem) -> None:
     _say(f"first fallback on the canary -> canary weight 0: {took}")
     _say(f"rollout: {outcome.rollout['status']}; endpoint config now {outcome.config_after}")
     _say(f"weights: {outcome.weights_after}")
+    expect(outcome.rollout["status"] == "ABORTED", "the broken v3's rollout is aborted by the rollback")
+    expect(not outcome.weights_after.get(CANARY), "the broken v3's canary ends at weight 0")
     for rollback in outcome.rollbacks:
         ending = "joined the rollback at work" if "AlreadyRollingBack" in rollback["states"] else "did the work"
         _say(f"rollback {rollback['name']}: {rollback['status']} ({ending})")
@@ -88,6 +92,7 @@ def _burst(system: LocalSystem) -> None:
     _say("(first, if the earlier traffic already made the responder scale out, its 5-minute cooldown runs out)")
     outcome = queue_build_up(system)
     raised = f"{outcome.min_capacity_before} -> {outcome.min_capacity_after}"
+    expect(outcome.min_capacity_after > outcome.min_capacity_before, "the queue-depth alarm raises MinCapacity")
     _say(f"MinCapacity {raised}, {_seconds(outcome.load_to_capacity_s, outcome.load_to_alarm_s)} after the burst began")
     _say(f"answers: {sum(a.controlled for a in outcome.answers)} answered, "
          f"{sum(a.deadline_exceeded for a in outcome.answers)} cut at the gateway's deadline (504): "

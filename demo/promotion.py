@@ -18,6 +18,9 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import boto3
+
+from demo.expect import expect
 from devtools.emulator import MotoServer
 from devtools.local_system import local_system
 from devtools.promotion_scenarios import LOCAL_SHADOW, PromotionOutcome, candidate_artifact, promote
@@ -30,8 +33,24 @@ def _say(text: str) -> None:
     print(text, flush=True)
 
 
-def _report(outcome: PromotionOutcome) -> None:
+def _rollbacks() -> list[str]:
+    """Every rollback execution so far: who stopped a rollout, and why (printed when a rollout ends unexpectedly)."""
+    sfn = boto3.client("stepfunctions")
+    machines = sfn.list_state_machines()["stateMachines"]
+    lines = []
+    for machine in (m for m in machines if "rollback" in m["name"].lower()):
+        for listed in sfn.list_executions(stateMachineArn=machine["stateMachineArn"])["executions"]:
+            execution = sfn.describe_execution(executionArn=listed["executionArn"])
+            lines.append(f"  rollback {listed['name']}: {execution['status']}, input {execution['input'][:300]}")
+    return lines
+
+
+def _report(outcome: PromotionOutcome, expected: tuple[str, str | None]) -> None:
     status = outcome.execution["status"]
+    ended = (status, outcome.execution.get("error") if status != "SUCCEEDED" else None)
+    expect(ended == expected, f"rollout {outcome.execution['name']} ends {expected}, not {ended}")
+    if ended != expected:
+        _say("\n".join(_rollbacks()))
     _say(f"rollout: {status}" + (f" ({outcome.execution.get('error')})" if status != "SUCCEEDED" else ""))
     if status != "SUCCEEDED":
         _say(f"cause: {outcome.execution.get('cause', '')[:300]}")
@@ -54,13 +73,14 @@ def run(emulator: MotoServer) -> None:
         _say("starting the local system with the pre-traffic gates on ...")
         with local_system(Path(tmp) / "gated", tiny, pre_traffic_gates=True) as system:
             _say("\n--- 1. a candidate whose tokenizer.json was cut off halfway")
-            _report(promote(system, "v2-tokenizer", system.artifact("v2-tokenizer", broken="tokenizer")))
+            refused = promote(system, "v2-tokenizer", system.artifact("v2-tokenizer", broken="tokenizer"))
+            _report(refused, ("FAILED", "ArtifactRefusedError"))
             _say("\n--- 2. a candidate whose adapters were trained on other text")
-            _report(promote(system, "v2-bad", candidate_artifact(system, "v2-bad", "bad")))
+            _report(promote(system, "v2-bad", candidate_artifact(system, "v2-bad", "bad")), ("FAILED", "RolledBack"))
             _say("\n--- 3. a candidate whose adapters answer the evaluation suite")
-            _report(promote(system, "v2-good", candidate_artifact(system, "v2-good", "good")))
+            _report(promote(system, "v2-good", candidate_artifact(system, "v2-good", "good")), ("SUCCEEDED", None))
             _say("\n--- 4. the same candidate with the shadow option: live requests replayed to it at weight 0")
             url = candidate_artifact(system, "v3-shadow", "good")
             shadowed = promote(system, "v3-shadow", url, shadow=LOCAL_SHADOW)
-            _report(shadowed)
+            _report(shadowed, ("SUCCEEDED", None))
             _say(f"the rollout's output says: {shadowed.output.get('shadow_comparison', {}).get('summary')}")

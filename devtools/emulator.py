@@ -13,10 +13,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import boto3
 import requests
 from moto.server import ThreadedMotoServer
 
 from devtools.emulated_account import REGION
+from devtools.emulator_extensions import events_lambda
 
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -39,9 +41,26 @@ class MotoServer:
     port: int
 
     def reset(self) -> None:
-        """Forget every emulated resource (between tests)."""
+        """Forget every emulated resource (between tests), once nothing started before can act on what comes next."""
+        self.settle()
         requests.post(f"{self.endpoint_url}/moto-api/reset", timeout=10).raise_for_status()
         self.configure()
+
+    def settle(self) -> None:
+        """Stop the state machine executions still running and drop the Lambda deliveries still queued.
+
+        moto's reset clears the resources but not the threads that act on them: an execution waiting out a poll
+        loop, or a responder invocation queued behind a slow one, would otherwise carry on against the next
+        test's (or demo part's) endpoint, alarms and lease, which have the same names.
+        """
+        sfn = boto3.client("stepfunctions", endpoint_url=self.endpoint_url)
+        for page in sfn.get_paginator("list_state_machines").paginate():
+            for machine in page["stateMachines"]:
+                runs = sfn.get_paginator("list_executions")
+                for listed in runs.paginate(stateMachineArn=machine["stateMachineArn"], statusFilter="RUNNING"):
+                    for execution in listed["executions"]:
+                        sfn.stop_execution(executionArn=execution["executionArn"], cause="the emulator was reset")
+        events_lambda.drop_pending()
 
     def configure(self) -> None:
         # Execute state machines for real; Lambda tasks run without Docker (see devtools.lambda_dispatch).

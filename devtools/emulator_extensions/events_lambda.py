@@ -206,6 +206,28 @@ def _enqueue(delivery: Delivery, account_id: str, region: str) -> None:
     work.put(delivery)
 
 
+def drop_pending(timeout_s: float = 60.0) -> list[Delivery]:
+    """Drop every queued delivery, wait for the ones being handled, forget them all; returns the dropped ones.
+
+    For a reset: a responder invocation queued by one test or demo part must not act on the next one's account
+    (it would find that part's alarms, endpoint and lease under the same names). Raises ``TimeoutError`` when a
+    handler is still running after ``timeout_s``.
+    """
+    dropped: list[Delivery] = []
+    with _workers_lock:
+        for work in _workers.values():
+            while True:
+                try:
+                    delivery = work.get_nowait()
+                except queue.Empty:
+                    break
+                deliveries._finish(delivery, "failed", error="dropped: the emulator was reset before it ran")
+                dropped.append(delivery)
+    deliveries.idle(timeout_s)
+    deliveries.clear()
+    return dropped
+
+
 def _lambda_function(arn: str) -> str | None:
     """``name`` or ``name:qualifier`` of a Lambda ARN, None for any other service."""
     parts = arn.split(":")
