@@ -134,10 +134,13 @@ duplicates: $(STAMPS)/venv
 		layers/core functions gpu_container/gateway fleetsim devtools fleetctl clients
 
 # What `sam build` builds for a deploy (samconfig.toml; python3.13 on arm64, wheels for that platform, no Docker),
-# then checked: handlers present, the layer's packages as locked and as tested, within Lambda's size limit.
+# compiled with Lambda's Python (devtools/bytecode.py: Lambda cannot keep what it compiles at a cold start), then
+# checked: handlers present, the layer's packages as locked and as tested, every module compiled, within Lambda's
+# size limit.
 build: $(STAMPS)/sam $(STAMPS)/venv
 	@test -n "$(PYTHON313)" || $(NO_PYTHON313)
 	PATH="$(dir $(PYTHON313)):$$PATH" SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam build --template template.yaml >/dev/null
+	$(BIN)/python -m devtools.bytecode $(PYTHON313) .aws-sam/build
 	$(BIN)/python -m devtools.check_build .aws-sam/build
 
 # The control plane's unit tests again on Lambda's Python (3.13), with the layer's locked packages.

@@ -4,7 +4,8 @@
 - the layer holds the project's package and config and exactly the packages of the lock
   (``layers/core/requirements.txt``), at the lock's versions, which are the versions the tests ran with;
 - its compiled extensions are built for the template's runtime and architecture (cp313, aarch64 for arm64);
-- a function with its layers fits Lambda's 250 MB unzipped limit.
+- a function with its layers fits Lambda's 250 MB unzipped limit;
+- every module of the layer and of each function has its bytecode for the runtime (devtools.bytecode).
 
 ``python -m devtools.check_build [BUILD_DIR]`` prints one line per finding and exits 1 when there is any.
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from devtools import cfn_yaml
+from devtools.bytecode import without_bytecode
 
 REPO = Path(__file__).resolve().parents[1]
 LOCK = REPO / "layers" / "core" / "requirements.txt"
@@ -107,6 +109,16 @@ def check_layer(site: Path, locked: dict[str, str], tested: dict[str, str], runt
     return problems
 
 
+def check_bytecode(name: str, tree: Path, runtime: str) -> list[str]:
+    missing = without_bytecode(tree, f"cpython-{runtime.removeprefix('python').replace('.', '')}")
+    if not missing:
+        return []
+    return [
+        f"{name}: {len(missing)} modules without {runtime} bytecode (first: {missing[0].relative_to(tree)}); "
+        "Lambda would compile them at every cold start: `make build` compiles them"
+    ]
+
+
 def check(build_dir: Path, lock_text: str, tested: dict[str, str]) -> tuple[list[str], Built]:
     """Every problem with the build in ``build_dir`` (empty when it is fit to deploy), and its figures."""
     template = cfn_yaml.load(build_dir / "template.yaml")
@@ -122,11 +134,13 @@ def check(build_dir: Path, lock_text: str, tested: dict[str, str]) -> tuple[list
         runtime = layer["Properties"].get("CompatibleRuntimes", [function_globals.get("Runtime", "")])[0]
         arch = layer["Properties"].get("CompatibleArchitectures", function_globals.get("Architectures", ["x86_64"]))[0]
         problems += check_layer(content / "python", locked, tested, runtime, arch)
+        problems += check_bytecode(f"layer {name}", content, runtime)
     largest = 0
     for name, function in functions.items():
         props = {**function_globals, **function["Properties"]}
         code = build_dir / props["CodeUri"]
         problems += check_handler(code, props["Handler"])
+        problems += check_bytecode(name, code, props["Runtime"])
         refs = [layer.get("Ref") for layer in props.get("Layers", []) if isinstance(layer, dict)]
         unzipped = size_of(code) + sum(layer_sizes.get(str(ref), 0) for ref in refs)
         largest = max(largest, unzipped)
@@ -145,7 +159,8 @@ def main(argv: list[str]) -> int:
         return 1
     print(
         f"sam build checked: {built.functions} functions, their handlers present; the layer's {built.packages} "
-        f"packages as locked and as tested; largest function with its layers {built.largest_unzipped_bytes / 2**20:.1f}"
+        f"packages as locked and as tested; every module compiled for the runtime; largest function with its "
+        f"layers {built.largest_unzipped_bytes / 2**20:.1f}"
         " MB unzipped (Lambda's limit: 250 MB)"
     )
     return 0

@@ -6,6 +6,7 @@ and what a person deploying sees then.
 
 from __future__ import annotations
 
+import py_compile
 from pathlib import Path
 
 import pytest
@@ -60,7 +61,17 @@ def build(tmp_path: Path, *, pydantic: str = "2.14.4", handler: str = HANDLER) -
     (site / "pydantic_core" / "_pydantic_core.cpython-313-aarch64-linux-gnu.so").write_bytes(b"\0")
     (tmp_path / "PrescaleFunction").mkdir()
     (tmp_path / "PrescaleFunction" / "app.py").write_text(handler)
+    compile_as_lambda(tmp_path / "PrescaleFunction" / "app.py")
     return tmp_path
+
+
+def compile_as_lambda(
+    source: Path, mode: py_compile.PycInvalidationMode = py_compile.PycInvalidationMode.UNCHECKED_HASH
+) -> None:
+    """What ``make build`` leaves beside a module (the name python3.13 gives it; this Python's bytecode)."""
+    py_compile.compile(
+        str(source), cfile=str(source.parent / "__pycache__" / f"{source.stem}.cpython-313.pyc"), invalidation_mode=mode
+    )
 
 
 TESTED = {"pydantic": "2.14.4", "pydantic-core": "2.50.5"}
@@ -143,3 +154,23 @@ def test_a_function_over_lambdas_unzipped_limit_with_its_layer_is_named(tmp_path
     problems, _ = check(built, LOCK, TESTED)
 
     assert len(problems) == 1 and "over Lambda's 250 MB" in problems[0], problems
+
+
+def test_modules_without_bytecode_for_the_runtime_are_named(tmp_path: Path) -> None:
+    built = build(tmp_path)
+    (built / "CoreLayer" / "python" / "fleetops" / "config.py").write_text("LIMIT = 1\n")
+    timestamped = built / "CoreLayer" / "python" / "fleetops" / "calendar.py"
+    timestamped.write_text("LIMIT = 2\n")
+    compile_as_lambda(timestamped, py_compile.PycInvalidationMode.TIMESTAMP)  # stale once the zip moves its mtime
+    (built / "PrescaleFunction" / "__pycache__" / "app.cpython-313.pyc").rename(
+        built / "PrescaleFunction" / "__pycache__" / "app.cpython-311.pyc"
+    )
+
+    problems, _ = check(built, LOCK, TESTED)
+
+    assert problems == [
+        "layer CoreLayer: 2 modules without python3.13 bytecode (first: python/fleetops/calendar.py); Lambda would "
+        "compile them at every cold start: `make build` compiles them",
+        "PrescaleFunction: 1 modules without python3.13 bytecode (first: app.py); Lambda would compile them at "
+        "every cold start: `make build` compiles them",
+    ]
