@@ -134,18 +134,20 @@ duplicates: $(STAMPS)/venv
 		layers/core functions gpu_container/gateway fleetsim devtools fleetctl clients
 
 # What `sam build` builds for a deploy (samconfig.toml; python3.13 on arm64, wheels for that platform, no Docker),
-# compiled with Lambda's Python (devtools/bytecode.py: Lambda cannot keep what it compiles at a cold start), then
+# its config YAML compiled to JSON (fleetops/compiled_yaml.py: no PyYAML at a cold start), its modules compiled
+# with Lambda's Python (devtools/bytecode.py: Lambda cannot keep what it compiles at a cold start), then
 # checked: handlers present, the layer's packages as locked and as tested, every module compiled, within Lambda's
 # size limit.
 build: $(STAMPS)/sam $(STAMPS)/venv
 	@test -n "$(PYTHON313)" || $(NO_PYTHON313)
 	PATH="$(dir $(PYTHON313)):$$PATH" SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam build --template template.yaml >/dev/null
+	$(BIN)/python -m fleetops.compiled_yaml .aws-sam/build/CoreLayer/python/fleet_config
 	$(BIN)/python -m devtools.bytecode $(PYTHON313) .aws-sam/build
 	$(BIN)/python -m devtools.check_build .aws-sam/build
 
 # The control plane's unit tests again on Lambda's Python (3.13), with the layer's locked packages.
 CONTROL_PLANE_UNIT := tests/unit/remediation tests/unit/rollout tests/unit/prescale tests/unit/promotion \
-	tests/unit/bedrock tests/unit/test_retry.py tests/unit/test_build_check.py
+	tests/unit/bedrock tests/unit/test_retry.py tests/unit/test_build_check.py tests/unit/test_compiled_yaml.py
 # The artifact and gate unit tests build the tiny model (torch), which only .venv has: they run there only.
 unit-py313: $(STAMPS)/py313
 	$(PY313_VENV)/bin/python -m pytest $(CONTROL_PLANE_UNIT) --ignore=tests/unit/promotion/test_gates.py \

@@ -5,9 +5,10 @@ layer's packages at the versions of its lock (``layers/core/requirements.txt``) 
 ``fleet_config``, boto3 where the runtime has it, each function's code folder first on the path, and the
 environment the template gives the function (references replaced by placeholders). Lambda's code folders are
 read-only, so no sample may write bytecode: the function's code and the layer's own part are compiled as
-``make build`` compiles them (devtools/bytecode.py), the packages as pip compiles them at install. The built
-layer itself holds arm64 extensions that cannot load on this machine, so the same lock is installed here for this
-machine's architecture (``.cache/handler-import``; ``make build`` checks that sam build bundles those versions).
+``make build`` compiles them (devtools/bytecode.py), the packages as pip compiles them at install, and the
+config's YAML files have their JSON copies (fleetops/compiled_yaml.py). The built layer itself holds arm64
+extensions that cannot load on this machine, so the same lock is installed here for this machine's architecture
+(``.cache/handler-import``; ``make build`` checks that sam build bundles those versions).
 
 Keys: ``handler_import_ratio__<Function>`` and ``handler_import_ms__<Function>`` per function of template.yaml,
 ``handler_import_ratio__worst``, ``bare_powertools_import_ms`` (the median over every function's interleaved bare
@@ -27,6 +28,7 @@ from typing import Any
 from bench._importtime import REPO, import_ratio
 from devtools import cfn_yaml
 from devtools.bytecode import precompile
+from fleetops.compiled_yaml import compile_folder
 
 CACHE = REPO / ".cache" / "handler-import"
 LAYER = CACHE / "layer"  # Lambda's /opt/python
@@ -59,6 +61,7 @@ def install_layer(python: str) -> None:
         shutil.rmtree(LAYER / part, ignore_errors=True)
         shutil.copytree(REPO / "layers" / "core" / part, LAYER / part, ignore=shutil.ignore_patterns("__pycache__"))
         precompile(python, LAYER / part)
+    compile_folder(LAYER / "fleet_config")
 
 
 def install_function(python: str, name: str, handler: Path) -> Path:
@@ -71,11 +74,11 @@ def install_function(python: str, name: str, handler: Path) -> Path:
 
 
 def from_source(python: str, name: str, handler: Path, env: dict[str, str]) -> dict[str, float]:
-    """One function and the bare handler imported with no bytecode anywhere: what a build without it costs."""
+    """One function and the bare handler imported with no bytecode anywhere and no compiled YAML: a plain sam build."""
     layer, code = CACHE / "layer-source", CACHE / "function-source"
     for source, copy in ((LAYER, layer), (handler.parent, code)):
         shutil.rmtree(copy, ignore_errors=True)
-        shutil.copytree(source, copy, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(source, copy, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "*.yaml.json"))
     env = {key: value.replace(str(LAYER), str(layer)) for key, value in env.items()}
     measured = import_ratio(code / handler.name, env, REPEATS, python=python, path=(code, layer, RUNTIME))
     return {

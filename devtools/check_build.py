@@ -5,7 +5,8 @@
   (``layers/core/requirements.txt``), at the lock's versions, which are the versions the tests ran with;
 - its compiled extensions are built for the template's runtime and architecture (cp313, aarch64 for arm64);
 - a function with its layers fits Lambda's 250 MB unzipped limit;
-- every module of the layer and of each function has its bytecode for the runtime (devtools.bytecode).
+- every module of the layer and of each function has its bytecode for the runtime (devtools.bytecode), and
+  every YAML file of the layer's config its fresh JSON copy (fleetops.compiled_yaml).
 
 ``python -m devtools.check_build [BUILD_DIR]`` prints one line per finding and exits 1 when there is any.
 """
@@ -22,6 +23,7 @@ from typing import Any
 
 from devtools import cfn_yaml
 from devtools.bytecode import without_bytecode
+from fleetops.compiled_yaml import not_compiled
 
 REPO = Path(__file__).resolve().parents[1]
 LOCK = REPO / "layers" / "core" / "requirements.txt"
@@ -92,6 +94,10 @@ def check_handler(code: Path, handler: str) -> list[str]:
 
 def check_layer(site: Path, locked: dict[str, str], tested: dict[str, str], runtime: str, arch: str) -> list[str]:
     problems = [f"layer: {name}/ is missing" for name in LAYER_CONTENT if not (site / name).is_dir()]
+    problems += [
+        f"layer: {path.relative_to(site)} has no fresh compiled copy (a cold start would parse it): `make build`"
+        for path in not_compiled(site / "fleet_config")
+    ]
     bundled = bundled_versions(site)
     for name, version in sorted(locked.items()):
         if name not in bundled:

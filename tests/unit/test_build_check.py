@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from devtools.check_build import UNZIPPED_LIMIT_BYTES, check, locked_versions
+from fleetops.compiled_yaml import compile_yaml, compiled_path
 
 LOCK = """\
 pydantic==2.14.4 \\
@@ -55,6 +56,8 @@ def build(tmp_path: Path, *, pydantic: str = "2.14.4", handler: str = HANDLER) -
     site = tmp_path / "CoreLayer" / "python"
     for part in ("fleetops", "fleet_config"):
         (site / part).mkdir(parents=True)
+    (site / "fleet_config" / "playbook.yaml").write_text("actions: []\n")
+    compile_yaml(site / "fleet_config" / "playbook.yaml")
     _dist(site, "pydantic", pydantic)
     _dist(site, "pydantic-core", "2.50.5")
     (site / "pydantic_core").mkdir()
@@ -174,3 +177,19 @@ def test_modules_without_bytecode_for_the_runtime_are_named(tmp_path: Path) -> N
         "PrescaleFunction: 1 modules without python3.13 bytecode (first: app.py); Lambda would compile them at "
         "every cold start: `make build` compiles them",
     ]
+
+
+def test_a_config_file_without_its_fresh_compiled_copy_is_named(tmp_path: Path) -> None:
+    built = build(tmp_path)
+    playbook = built / "CoreLayer" / "python" / "fleet_config" / "playbook.yaml"
+    playbook.write_text("actions: [scale_out]\n")  # edited after the build compiled it
+    (playbook.parent / "fleet.yaml").write_text("endpoints: []\n")  # never compiled
+    (playbook.parent / "calendar.yaml").write_text("on: 2026-12-04\n")  # a date: stays YAML-only, rightly
+
+    problems, _ = check(built, LOCK, TESTED)
+
+    assert problems == [
+        "layer: fleet_config/fleet.yaml has no fresh compiled copy (a cold start would parse it): `make build`",
+        "layer: fleet_config/playbook.yaml has no fresh compiled copy (a cold start would parse it): `make build`",
+    ]
+    assert compiled_path(playbook).exists()

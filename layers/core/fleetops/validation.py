@@ -32,8 +32,13 @@ def problems(exc: ValidationError, root: str = "request") -> list[str]:
     return [f"{'.'.join(map(str, e['loc'])) or root}: {e['msg']}" for e in exc.errors()]
 
 
-def read_yaml_mapping(path: str | Path, what: str, error: type[ValueError]) -> dict[str, Any]:
+def read_yaml_mapping(
+    path: str | Path, what: str, error: type[ValueError], *, unique_keys: bool = False
+) -> dict[str, Any]:
     """The YAML file at ``path`` as a mapping; anything else raises ``error`` naming ``what`` and the file.
+
+    Its compiled copy is used while fresh (:mod:`fleetops.compiled_yaml`: no PyYAML at a deployed cold start);
+    ``unique_keys`` refuses a key given twice (a compiled copy has none).
 
     Examples
     --------
@@ -42,15 +47,27 @@ def read_yaml_mapping(path: str | Path, what: str, error: type[ValueError]) -> d
     ...
     ValueError: cannot read playbook /no/such/playbook.yaml: [Errno 2] No such file or directory: ...
     """
-    # Imported here: every handler imports this module, most read no YAML file, and PyYAML costs a cold start ~10 ms.
-    import yaml
-
-    from fleetops.safe_yaml import SafeLoader
+    from fleetops.compiled_yaml import read_compiled
 
     try:
-        raw = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=SafeLoader)
-    except (OSError, yaml.YAMLError) as exc:
+        text = Path(path).read_bytes()
+    except OSError as exc:
         raise error(f"cannot read {what} {path}: {exc}") from exc
+    raw = read_compiled(Path(path), text)
+    if raw is None:
+        raw = _parse_yaml(text, path, what, error, unique_keys)
     if not isinstance(raw, dict):
         raise error(f"{what} {path} must be a mapping, got {type(raw).__name__}")
     return raw
+
+
+def _parse_yaml(text: bytes, path: str | Path, what: str, error: type[ValueError], unique_keys: bool) -> Any:
+    # Imported here: a deployed handler reads compiled copies, and PyYAML costs a cold start ~10 ms.
+    import yaml
+
+    from fleetops.safe_yaml import SafeLoader, UniqueKeySafeLoader
+
+    try:
+        return yaml.load(text.decode("utf-8"), Loader=UniqueKeySafeLoader if unique_keys else SafeLoader)
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise error(f"cannot read {what} {path}: {exc}") from exc

@@ -13,12 +13,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from fleetops.promotion.titles import normalise
-from fleetops.safe_yaml import SafeLoader
-from fleetops.validation import StrictModel, problems
+from fleetops.validation import StrictModel, problems, read_yaml_mapping
 
 #: The shipped suite: ``fleet_config`` sits beside the package, in the repository as in the layer (/opt/python).
 EVAL_SUITE = Path(__file__).resolve().parents[2] / "fleet_config" / "eval_suite.yaml"
@@ -218,17 +216,6 @@ class EvalSuite(StrictModel):
         return [(name, lang) for name in self.thresholds for lang in ("en", "ja") if (name, lang) in held]
 
 
-class _UniqueKeyLoader(SafeLoader):
-    """A safe loader that refuses a key given twice: plain YAML keeps the last one and loses the other silently."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        keys = [self.construct_object(key_node, deep=deep) for key_node, _ in node.value]
-        twice = sorted({str(k) for k, n in Counter(map(str, keys)).items() if n > 1})
-        if twice:
-            raise yaml.constructor.ConstructorError(None, None, f"keys given twice: {twice}", node.start_mark)
-        return super().construct_mapping(node, deep=deep)
-
-
 def load_eval_suite(path: str | Path = EVAL_SUITE) -> EvalSuite:
     """Read and validate the suite; any problem raises :class:`EvalSuiteError` naming the file and the entry.
 
@@ -238,12 +225,7 @@ def load_eval_suite(path: str | Path = EVAL_SUITE) -> EvalSuite:
     >>> suite.catalogue["demon-slayer"].shown("ja"), list(suite.thresholds)
     ('鬼滅の刃', ['knowledge', 'safety'])
     """
-    try:
-        raw = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # a SafeLoader
-    except (OSError, yaml.YAMLError) as exc:
-        raise EvalSuiteError(f"cannot read evaluation suite {path}: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise EvalSuiteError(f"evaluation suite {path} must be a mapping, got {type(raw).__name__}")
+    raw = read_yaml_mapping(path, "evaluation suite", EvalSuiteError, unique_keys=True)
     try:
         return EvalSuite.model_validate(raw)
     except ValidationError as exc:
