@@ -9,6 +9,7 @@ import importlib
 import logging
 import os
 import sys
+import time
 
 from demo.expect import missed
 from devtools.emulator import moto_server
@@ -35,8 +36,10 @@ def main(only: list[str]) -> int:
                     raise
                 continue
             print(f"\n{'=' * 100}\n  {part}\n{'=' * 100}", flush=True)
+            started = time.monotonic()
             emulator.reset()
             module.run(emulator)
+            print(f"({part}: {time.monotonic() - started:.0f} s)", flush=True)
     if missed:
         print(f"\nThe demo did not go as its story says ({len(missed)}):", *missed, sep="\n  ", flush=True)
         return 1
