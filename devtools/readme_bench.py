@@ -133,8 +133,8 @@ BENCH_ROWS = (
     Row(
         "alarm_to_action",
         "`alarm_to_action_p50_ms` {alarm_to_action_p50_ms} (p90 {alarm_to_action_p90_ms}, first event "
-        "{alarm_to_action_first_ms}; {alarm_to_action_samples} events); responder `handler_import_ratio` "
-        "{handler_import_ratio}",
+        "{alarm_to_action_first_ms}; {alarm_to_action_samples} events; the responder's cold import: "
+        "`handler_import`)",
         "—",
     ),
     Row(
