@@ -82,6 +82,15 @@ def _defines(module: Path, name: str) -> bool:
     return False
 
 
+def interpreter_tag(runtime: str) -> str:
+    """The tag CPython puts in compiled file names for a Lambda runtime.
+
+    >>> interpreter_tag("python3.13")
+    'cpython-313'
+    """
+    return f"cpython-{runtime.removeprefix('python').replace('.', '')}"
+
+
 def check_handler(code: Path, handler: str) -> list[str]:
     module, _, function = handler.rpartition(".")
     source = code / (module.replace(".", "/") + ".py")
@@ -108,7 +117,7 @@ def check_layer(site: Path, locked: dict[str, str], tested: dict[str, str], runt
             problems.append(f"layer: {name} {version} locked, but the tests ran with {tested[name]}")
     extra = sorted(set(bundled) - set(locked))
     problems += [f"layer: {name} {bundled[name]} bundled but not in the lock" for name in extra]
-    tag = f"cpython-{runtime.removeprefix('python').replace('.', '')}-{MACHINES.get(arch, arch)}"
+    tag = f"{interpreter_tag(runtime)}-{MACHINES.get(arch, arch)}"
     for extension in sorted(site.rglob("*.so")):
         if ".cpython-" in extension.name and tag not in extension.name:
             problems.append(f"layer: {extension.relative_to(site)} is not built for {tag}")
@@ -116,7 +125,7 @@ def check_layer(site: Path, locked: dict[str, str], tested: dict[str, str], runt
 
 
 def check_bytecode(name: str, tree: Path, runtime: str) -> list[str]:
-    missing = without_bytecode(tree, f"cpython-{runtime.removeprefix('python').replace('.', '')}")
+    missing = without_bytecode(tree, interpreter_tag(runtime))
     if not missing:
         return []
     return [
