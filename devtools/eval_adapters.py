@@ -21,6 +21,7 @@ messages, the chat template, then the answer and EOS (loss on those alone).
     start_gateway(tiny, workdir, model_dir=folder, env={"LORA_MODULES": lora_modules(suite_adapters(...))})
 
     python -m devtools.eval_adapters .cache/tiny-model
+    python -m devtools.eval_adapters --lowest-priority .cache/tiny-model  # what make test starts
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -430,12 +432,16 @@ def training_in_background(
 def _train(tiny: TinyModel, root: Path, sets: dict[str, list[Example]], version: str) -> None:
     scratch = root.with_name(f"{root.name}.partial-{os.getpid()}")
     shutil.rmtree(scratch, ignore_errors=True)
-    for name, examples in sets.items():
-        train_adapter(tiny.model_dir, examples, scratch / name)
-        config_file = scratch / name / "adapter_config.json"
-        config = json.loads(config_file.read_text())
-        config["base_model_name_or_path"] = str(tiny.model_dir)  # peft records where it was loaded from
-        config_file.write_text(json.dumps(config, indent=2))
+    try:
+        for name, examples in sets.items():
+            train_adapter(tiny.model_dir, examples, scratch / name)
+            config_file = scratch / name / "adapter_config.json"
+            config = json.loads(config_file.read_text())
+            config["base_model_name_or_path"] = str(tiny.model_dir)  # peft records where it was loaded from
+            config_file.write_text(json.dumps(config, indent=2))
+    except BaseException:  # stopped or failed: nothing half-made stays behind
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
     (scratch / ".complete").write_text(version)
     shutil.rmtree(root, ignore_errors=True)
     scratch.rename(root)
@@ -459,7 +465,22 @@ def lora_modules(adapters: Mapping[str, Path]) -> str:
     return " ".join(f"{name}=adapters/{name}" for name in sorted(adapters))
 
 
-if __name__ == "__main__":
+def _main(argv: list[str]) -> None:
+    """``python -m devtools.eval_adapters [--lowest-priority] [TINY_MODEL_ROOT]``.
+
+    ``--lowest-priority`` (``make test``'s background training): the tiny model is built at the caller's priority,
+    as other processes may be waiting on its lock, and only the training then runs at nice 19. A SIGTERM stops it
+    cleanly (its scratch folder removed).
+    """
     started = time.monotonic()
-    tiny = ensure_tiny_model(sys.argv[1] if len(sys.argv) > 1 else ".cache/tiny-model")
+    lowest = "--lowest-priority" in argv
+    [root, *_] = [arg for arg in argv if arg != "--lowest-priority"] or [".cache/tiny-model"]
+    tiny = ensure_tiny_model(root)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if lowest:
+        os.nice(19 - os.nice(0))
     print(ensure_eval_adapters(tiny), f"in {time.monotonic() - started:.1f} s")
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])
