@@ -611,9 +611,9 @@ class LocalSageMaker:
         }
         # An instance has CPUs of its own: the container (gateway and engine) runs on a core no other running
         # container has, while there are enough. Unpinned, vLLM binds every engine's compute threads to the same
-        # core, and its busy-polling processes (worker and engine core spin while they wait for each other) took
-        # both cores of this machine: a starting engine's worker got no CPU at all, and users' requests could not
-        # even be sent fast enough to form a queue.
+        # core, and its busy-polling processes (with the worker process it then had: worker and engine core spun
+        # while they waited for each other) took both cores of this machine: a starting engine got no CPU at all,
+        # and users' requests could not even be sent fast enough to form a queue.
         own_cpu = {"VLLM_CPU_OMP_THREADS_BIND": str(container.cpu)} if container.cpu is not None else {}
         return {**inherited, **own_cpu, **self.host_env, **container.environment, **platform}
 

@@ -29,7 +29,7 @@ SLOW = {
 #: Module-scoped deployments that several tests of a file share in turn. A file's tests that use one run after its
 #: other tests, in file order: the fresh deployments of the others (function-scoped) must not start while the
 #: shared one lives, as both would host the same endpoint on the same emulator.
-SHARED_DEPLOYMENTS = {"rolled_back_system"}
+SHARED_DEPLOYMENTS = {"shared_system"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -5,9 +5,10 @@ printed, shipped to the emulated CloudWatch Logs; the alarms are the templates';
 the real responder through the template's EventBridge rule. Emulated by this project (devtools/): SageMaker
 hosting that runs the container per variant, UpdateEndpoint, EMF extraction, alarm evaluation (time runs
 ``TIME_SCALE`` times faster), EventBridge -> Lambda, Lambda's runtime. No GPU: a CUDA OOM cannot happen here;
-the broken canary is a real one (its engine core dies on real prompts). A deployment takes a minute or two (the
-primary's CPU engine starts): the healthy rollout and the queue build-up each get a fresh one; the broken canary
-and the contract break share one, in that order, as each leaves the endpoint on v1 with its rollbacks finished.
+the broken canary is a real one (its engine core dies on real prompts). A deployment takes a minute (the
+primary's CPU engine starts): the queue build-up gets a fresh one with one sequence at a time; the healthy
+rollout, the broken canary and the contract break share one, in that order, as the story of ``make demo`` runs:
+v2 promoted, then v3 broken and rolled back to v2, then a v3 that cannot start, rolled back to v2 again.
 """
 
 from __future__ import annotations
@@ -31,24 +32,22 @@ from fleetops.metrics import MetricName
 pytestmark = [pytest.mark.container, pytest.mark.timeout(1200)]
 
 
-@pytest.fixture
-def system(emulator: MotoServer, tiny_model: TinyModel, tmp_path: Path) -> Iterator[LocalSystem]:
-    emulator.reset()
-    with local_system(tmp_path / "system", tiny_model) as deployed:
-        yield deployed
-
-
 @pytest.fixture(scope="module")
-def rolled_back_system(
+def shared_system(
     emulator: MotoServer, tiny_model: TinyModel, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LocalSystem]:
-    """One deployment for the scenarios that end rolled back to v1: the broken canary first (it reads every
-    rollback execution of the stack, so it must see only its own), then the contract break. Their tests run after
-    this file's fresh deployments (tests/integration/local_system/conftest.py orders them), so no other deployment
-    of the same endpoint starts while this one lives."""
+    """One deployment for three scenarios in turn: the healthy rollout (it sizes from v1's fresh primary), the
+    broken canary (it reads every rollback execution of the stack, so it must see only its own), then the contract
+    break. Each starts from what the one before left: an endpoint in service, no execution running. Their tests run
+    after this file's fresh deployment (tests/integration/local_system/conftest.py orders them), so no other
+    deployment of the same endpoint starts while this one lives."""
     emulator.reset()
-    with local_system(tmp_path_factory.mktemp("rolled-back-system"), tiny_model) as deployed:
+    with local_system(tmp_path_factory.mktemp("system"), tiny_model) as deployed:
         yield deployed
+
+
+def _endpoint_config() -> str:
+    return str(boto3.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)["EndpointConfigName"])
 
 
 @pytest.fixture
@@ -59,7 +58,8 @@ def small_system(emulator: MotoServer, tiny_model: TinyModel, tmp_path: Path) ->
         yield deployed
 
 
-def test_a_new_version_with_a_new_adapter_rolls_out_on_real_traffic(system: LocalSystem) -> None:
+def test_a_new_version_with_a_new_adapter_rolls_out_on_real_traffic(shared_system: LocalSystem) -> None:
+    system = shared_system
     outcome = healthy_rollout(system, adapter="seasonal_promo", primary_instances=4, approval_step=50)
 
     assert outcome.execution["status"] == "SUCCEEDED", outcome.execution
@@ -92,11 +92,12 @@ def test_a_new_version_with_a_new_adapter_rolls_out_on_real_traffic(system: Loca
 
 
 def test_a_broken_canary_is_rolled_back_by_its_alarm_while_the_rollout_holds_the_lease(
-    rolled_back_system: LocalSystem,
+    shared_system: LocalSystem,
 ) -> None:
-    outcome = broken_canary(rolled_back_system)
+    before = _endpoint_config()  # v2's after the healthy rollout (v1's when run alone)
+    outcome = broken_canary(shared_system, rollout_id="v3-broken")
 
-    assert outcome.lease_holder_before == "canary_rollout/v2-broken"
+    assert outcome.lease_holder_before == "canary_rollout/v3-broken"
     # Users got a normal answer or the documented fallback throughout.
     assert all(a.controlled for a in outcome.answers), [a for a in outcome.answers if not a.controlled][:3]
     assert any(a.fallback for a in outcome.answers if a.variant == CANARY)
@@ -110,9 +111,9 @@ def test_a_broken_canary_is_rolled_back_by_its_alarm_while_the_rollout_holds_the
     [rollback] = [r for r in outcome.rollbacks if "AlreadyRollingBack" not in r["states"]]
     assert "StopRollout" in rollback["states"] and "alarm_responder" in rollback["input"]
     assert outcome.weights_after.get(CANARY, 0.0) == 0.0
-    # Back on v1's config, as the rollback's copy of it (the instances serving at the rollback).
-    wait_for("the endpoint back on v1", lambda: serves(ENDPOINT, f"{ENDPOINT}-v1-config"), 300)
-    serving_restored(ENDPOINT, f"{ENDPOINT}-v1-config")
+    # Back on the config before the rollout, as the rollback's copy of it (the instances serving at the rollback).
+    wait_for(f"the endpoint back on {before}", lambda: serves(ENDPOINT, before), 300)
+    serving_restored(ENDPOINT, before)
     assert outcome.detect_to_weight0_s is not None
 
 
@@ -137,17 +138,20 @@ def test_queue_build_up_from_real_load_raises_capacity_through_the_responder(sma
 
 
 def test_a_model_whose_environment_breaks_the_contract_is_rolled_back_before_any_user_sees_it(
-    rolled_back_system: LocalSystem,
+    shared_system: LocalSystem,
 ) -> None:
-    system = rolled_back_system
+    system = shared_system
+    before = _endpoint_config()
+    served = {a.version for a in (system.invoke("Where is my order?") for _ in range(3))}
     url = system.artifacts["v1"]
-    request = system.rollout_request("v2-ghost", "v2", url)
+    request = system.rollout_request("v3-ghost", "v3", url)
     # Not in the artifact: the container exits 1 (the artifact gate, off in this stack, would have refused it).
     request["model"]["adapters"] = {"ghost": {"version": "v1", "path": "adapters/ghost", "sha256": "0" * 64}}
 
-    result = wf.wait(wf.start(system.workflow.rollout_arn, request, name="v2-ghost"), timeout_s=600)
+    result = wf.wait(wf.start(system.workflow.rollout_arn, request, name="v3-ghost"), timeout_s=600)
 
     assert result["status"] == "FAILED" and result["error"] == "RolledBack", result
     assert "EndpointUpdateFailed" in result["cause"] and "ghost" in result["cause"], result["cause"]
-    serving_restored(ENDPOINT, f"{ENDPOINT}-v1-config")  # or the rollback's copy of it
-    assert {a.version for a in (system.invoke("Where is my order?") for _ in range(3))} == {"v1"}
+    serving_restored(ENDPOINT, before)  # or the rollback's copy of it
+    after = {a.version for a in (system.invoke("Where is my order?") for _ in range(3))}
+    assert after == served and "v3" not in after, (served, after)  # v2 after the tests before; v1 run alone
