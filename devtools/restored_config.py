@@ -14,10 +14,14 @@ import boto3
 from fleetops.rollout.restore_config import restores
 
 
+def serving_config(endpoint_name: str) -> str:
+    """The config the endpoint is on now (DescribeEndpoint's ``EndpointConfigName``)."""
+    return str(boto3.client("sagemaker").describe_endpoint(EndpointName=endpoint_name)["EndpointConfigName"])
+
+
 def serves(endpoint_name: str, target: str) -> bool:
     """Whether the endpoint is on ``target`` or a rollback's copy of it (by name; see :func:`serving_restored`)."""
-    described = boto3.client("sagemaker").describe_endpoint(EndpointName=endpoint_name)
-    return restores(endpoint_name, str(described["EndpointConfigName"]), target)
+    return restores(endpoint_name, serving_config(endpoint_name), target)
 
 
 def _shape(config_name: str) -> tuple[list[tuple[Any, ...]], list[tuple[str, str]]]:

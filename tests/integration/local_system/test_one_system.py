@@ -24,7 +24,7 @@ from devtools import rollout_workflow as wf
 from devtools.emulator import MotoServer
 from devtools.endpoint_sampler import canary_when_users_moved
 from devtools.local_system import CANARY, ENDPOINT, PRIMARY, LocalSystem, emitted, local_system, wait_for
-from devtools.restored_config import serves, serving_restored
+from devtools.restored_config import serves, serving_config, serving_restored
 from devtools.scenarios import broken_canary, healthy_rollout, queue_build_up
 from devtools.tiny_model import TinyModel
 from fleetops.metrics import MetricName
@@ -44,10 +44,6 @@ def shared_system(
     emulator.reset()
     with local_system(tmp_path_factory.mktemp("system"), tiny_model) as deployed:
         yield deployed
-
-
-def _endpoint_config() -> str:
-    return str(boto3.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)["EndpointConfigName"])
 
 
 @pytest.fixture
@@ -94,7 +90,7 @@ def test_a_new_version_with_a_new_adapter_rolls_out_on_real_traffic(shared_syste
 def test_a_broken_canary_is_rolled_back_by_its_alarm_while_the_rollout_holds_the_lease(
     shared_system: LocalSystem,
 ) -> None:
-    before = _endpoint_config()  # v2's after the healthy rollout (v1's when run alone)
+    before = serving_config(ENDPOINT)  # v2's after the healthy rollout (v1's when run alone)
     outcome = broken_canary(shared_system, rollout_id="v3-broken")
 
     assert outcome.lease_holder_before == "canary_rollout/v3-broken"
@@ -141,7 +137,7 @@ def test_a_model_whose_environment_breaks_the_contract_is_rolled_back_before_any
     shared_system: LocalSystem,
 ) -> None:
     system = shared_system
-    before = _endpoint_config()
+    before = serving_config(ENDPOINT)
     served = {a.version for a in (system.invoke("Where is my order?") for _ in range(3))}
     url = system.artifacts["v1"]
     request = system.rollout_request("v3-ghost", "v3", url)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-import boto3
 import pytest
 
 from devtools.emulator import MotoServer
@@ -30,7 +29,7 @@ from devtools.promotion_scenarios import (
     summary,
     users_on,
 )
-from devtools.restored_config import serving_restored
+from devtools.restored_config import serving_config, serving_restored
 from devtools.tiny_model import TinyModel
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(1800)]
@@ -62,26 +61,22 @@ def good_promoted(gated: LocalSystem) -> PromotionOutcome:
     return promote(gated, "v2-good", candidate_artifact(gated, "v2-good", "good"), shadow=LOCAL_SHADOW)
 
 
-def config_name() -> str:
-    return str(boto3.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)["EndpointConfigName"])
-
-
 def test_a_candidate_with_a_broken_tokenizer_is_refused_at_the_artifact_gate(gated: LocalSystem) -> None:
-    before = config_name()
+    before = serving_config(ENDPOINT)
     outcome = promote(gated, "v2-tokenizer", gated.artifact("v2-tokenizer", broken="tokenizer"))
 
     # What the operator sees: refused, naming the file; nothing was created, the lease never taken.
     assert outcome.execution["status"] == "FAILED" and outcome.execution["error"] == "ArtifactRefusedError"
     assert "tokenizer.json" in outcome.execution["cause"], outcome.execution["cause"]
     assert "AcquireLease" not in outcome.states and "CreateModel" not in outcome.states, outcome.states
-    assert config_name() == before
+    assert serving_config(ENDPOINT) == before
     # No user request reached it (there was no candidate to reach); users kept getting the primary's answers.
     assert outcome.candidate_requests == 0, summary(outcome)
     assert outcome.users and all(a.variant == PRIMARY and a.controlled for a in outcome.users), summary(outcome)
 
 
 def test_a_candidate_whose_adapter_misses_the_suites_titles_is_rolled_back_before_any_user(gated: LocalSystem) -> None:
-    before = config_name()
+    before = serving_config(ENDPOINT)
     outcome = promote(gated, "v2-bad", candidate_artifact(gated, "v2-bad", "bad"))
 
     assert outcome.execution["status"] == "FAILED" and outcome.execution["error"] == "RolledBack", summary(outcome)
@@ -117,7 +112,7 @@ def test_a_good_candidate_passes_every_gate_and_is_promoted(
     states = outcome.states
     assert states.index("CheckArtifact") < states.index("CreateModel") < states.index("TestCandidate")
     assert states.index("TestCandidate") < states.index("SetWeights") < states.index("Promote")
-    assert config_name() == f"{ENDPOINT}-v2-good-final"
+    assert serving_config(ENDPOINT) == f"{ENDPOINT}-v2-good-final"
     assert gated.invoke("Where is my order?").version == "v2-good"
 
 

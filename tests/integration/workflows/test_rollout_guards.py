@@ -15,7 +15,7 @@ import boto3
 import pytest
 
 from devtools import rollout_workflow as wf
-from devtools.restored_config import serving_restored
+from devtools.restored_config import serving_config, serving_restored
 from fleetops.aws.lease import EndpointLease
 from fleetops.aws.switches import ENGAGED
 from tests.integration.workflows.conftest import HEALTHY, rollout_request
@@ -25,10 +25,6 @@ OLD_CONFIG = "manga-chat-v6-config"
 
 def kill_switch_parameter(rollout: wf.RolloutWorkflow) -> str:
     return rollout.environment["KILL_SWITCH_PARAMETER"]
-
-
-def endpoint_config() -> str:
-    return str(boto3.client("sagemaker").describe_endpoint(EndpointName=wf.ENDPOINT)["EndpointConfigName"])
 
 
 def waiting_at_25_percent(rollout: wf.RolloutWorkflow) -> tuple[str, str]:
@@ -116,7 +112,7 @@ def test_a_failure_after_the_promotion_keeps_the_release_and_says_what_to_fix(ro
     history = wf.state_history(execution)
     assert history.index("RegisterVersion") < history.index("PromotedWithWarnings")
     assert "Rollback" not in history and history[-1] == "PromotedButIncomplete", history
-    assert endpoint_config() == "manga-chat-llama-q4-v7-final"  # the release stays
+    assert serving_config(wf.ENDPOINT) == "manga-chat-llama-q4-v7-final"  # the release stays
     pointer = boto3.client("ssm").get_parameter(Name=f"{wf.POINTER_PREFIX}/{wf.ENDPOINT}")["Parameter"]["Value"]
     assert json.loads(pointer)["version"] == "v7"
     notes: list[dict[str, Any]] = wf.notifications(rollout, wait_s=2)

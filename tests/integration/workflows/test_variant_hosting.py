@@ -16,7 +16,7 @@ import pytest
 
 from devtools import rollout_workflow as wf
 from devtools.emulator_extensions import sagemaker as emulated_sagemaker
-from devtools.restored_config import serving_restored
+from devtools.restored_config import serving_config, serving_restored
 from fleetctl import awsclients
 from fleetctl.cli import main
 from tests.integration.workflows.conftest import HEALTHY, rollout_request
@@ -51,14 +51,10 @@ def hosting(variant: dict[str, Any]) -> dict[str, Any]:
     return {key: variant.get(key) for key in HOSTING}
 
 
-def serving() -> str:
-    return str(boto3.client("sagemaker").describe_endpoint(EndpointName=wf.ENDPOINT)["EndpointConfigName"])
-
-
 def test_the_first_canary_promoted_and_restored_configs_all_carry_the_hosting(
     first_endpoint: wf.RolloutWorkflow,
 ) -> None:
-    first = serving()
+    first = serving_config(wf.ENDPOINT)
     assert first == "manga-chat-v6-config"
     assert [hosting(v) for v in variants(first).values()] == [HOSTING]
 
@@ -71,8 +67,8 @@ def test_the_first_canary_promoted_and_restored_configs_all_carry_the_hosting(
     canary = variants("manga-chat-llama-q4-v7-canary")
     assert sorted(canary) == ["canary", "primary"]
     assert {name: hosting(v) for name, v in canary.items()} == {"canary": HOSTING, "primary": HOSTING}
-    assert serving() == "manga-chat-llama-q4-v7-final"
-    assert [hosting(v) for v in variants(serving()).values()] == [HOSTING]
+    assert serving_config(wf.ENDPOINT) == "manga-chat-llama-q4-v7-final"
+    assert [hosting(v) for v in variants(serving_config(wf.ENDPOINT)).values()] == [HOSTING]
 
     back = {
         "endpoint_name": wf.ENDPOINT,
@@ -86,4 +82,4 @@ def test_the_first_canary_promoted_and_restored_configs_all_carry_the_hosting(
 
     assert rolled_back["status"] == "SUCCEEDED", rolled_back
     serving_restored(wf.ENDPOINT, first)  # the first config, as the rollback's copy of it
-    assert [hosting(v) for v in variants(serving()).values()] == [HOSTING]
+    assert [hosting(v) for v in variants(serving_config(wf.ENDPOINT)).values()] == [HOSTING]

@@ -17,7 +17,7 @@ import boto3
 
 from devtools import rollout_workflow as wf
 from devtools.aws_resources import create_table
-from devtools.restored_config import serving_restored
+from devtools.restored_config import serving_config, serving_restored
 from fleetops.aws.audit_table import AuditTable
 from fleetops.aws.autoscaling import AutoScaling
 from fleetops.aws.lease import EndpointLease
@@ -72,10 +72,6 @@ def error_rate_alarm(at: datetime) -> AlarmStateChangeEvent:
     return AlarmStateChangeEvent.model_validate(raw)
 
 
-def endpoint_config() -> str:
-    return str(boto3.client("sagemaker").describe_endpoint(EndpointName=wf.ENDPOINT)["EndpointConfigName"])
-
-
 def executions(workflow: wf.RolloutWorkflow) -> list[dict[str, str]]:
     listed = boto3.client("stepfunctions").list_executions(stateMachineArn=workflow.rollback_arn)
     return list(listed["executions"])
@@ -93,7 +89,7 @@ def test_a_broken_promotion_is_rolled_back_inside_the_watch_window_and_only_noti
     late = alarm_responder.respond(error_rate_alarm(promoted_at + timedelta(hours=25)))
 
     assert late.outcomes == () and executions(rollout) == []
-    assert endpoint_config() == PROMOTED_CONFIG
+    assert serving_config(wf.ENDPOINT) == PROMOTED_CONFIG
     [note] = wf.notifications(rollout, wait_s=2)
     assert note["Subject"] == "[ALARM] error-rate on manga-chat/primary (primary): notified"
     assert "Release: v7 promoted 25 h ago, after its 24 h watch window: no automatic rollback." in note["Message"]
@@ -125,4 +121,4 @@ def test_a_broken_promotion_is_rolled_back_inside_the_watch_window_and_only_noti
     # Another alarm after the rollback finds no promotion to undo: the fleet never walks back past v6.
     again = alarm_responder.respond(error_rate_alarm(promoted_at + timedelta(hours=2)))
     assert again.outcomes == () and len(executions(rollout)) == 1
-    assert endpoint_config() == restored_config
+    assert serving_config(wf.ENDPOINT) == restored_config
