@@ -108,7 +108,7 @@ test: install
 # take only what the first run leaves. Nothing trains when they are current; the second run waits on their lock.
 pytest-all: $(STAMPS)/venv
 	@start=$$(date +%s); mkdir -p .cache; \
-	$(BIN)/python -m devtools.eval_adapters --lowest-priority .cache/tiny-model >.cache/eval-adapters.log 2>&1 & \
+	$(BIN)/python -m devtools.eval_adapters --nice 19 .cache/tiny-model >.cache/eval-adapters.log 2>&1 & \
 	trainer=$$!; \
 	$(PYTEST) -m "not container" $(XDIST) $(PYTEST_ARGS); first=$$?; \
 	mid=$$(date +%s); \

@@ -21,7 +21,7 @@ messages, the chat template, then the answer and EOS (loss on those alone).
     start_gateway(tiny, workdir, model_dir=folder, env={"LORA_MODULES": lora_modules(suite_adapters(...))})
 
     python -m devtools.eval_adapters .cache/tiny-model
-    python -m devtools.eval_adapters --lowest-priority .cache/tiny-model  # what make test starts
+    python -m devtools.eval_adapters --nice 19 .cache/tiny-model  # what make test starts
 """
 
 from __future__ import annotations
@@ -414,7 +414,7 @@ def training_in_background(
         yield None
         return
     log.parent.mkdir(parents=True, exist_ok=True)
-    command = ["nice", "-n", str(niceness), sys.executable, "-m", "devtools.eval_adapters", str(tiny.root)]
+    command = [sys.executable, "-m", "devtools.eval_adapters", "--nice", str(niceness), str(tiny.root)]
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     if cpus:
@@ -424,9 +424,8 @@ def training_in_background(
         yield process
     finally:
         if process.poll() is None:
-            process.terminate()
+            process.terminate()  # it removes its scratch folder itself (_main)
             process.wait(timeout=30)
-            shutil.rmtree(root.with_name(f"{root.name}.partial-{process.pid}"), ignore_errors=True)
 
 
 def _train(tiny: TinyModel, root: Path, sets: dict[str, list[Example]], version: str) -> None:
@@ -466,19 +465,23 @@ def lora_modules(adapters: Mapping[str, Path]) -> str:
 
 
 def _main(argv: list[str]) -> None:
-    """``python -m devtools.eval_adapters [--lowest-priority] [TINY_MODEL_ROOT]``.
+    """``python -m devtools.eval_adapters [--nice N] [TINY_MODEL_ROOT]``.
 
-    ``--lowest-priority`` (``make test``'s background training): the tiny model is built at the caller's priority,
-    as other processes may be waiting on its lock, and only the training then runs at nice 19. A SIGTERM stops it
-    cleanly (its scratch folder removed).
+    ``--nice N`` (background training): the tiny model is built at the caller's priority, as other processes may
+    be waiting on its lock, and only the training then runs at niceness ``N``. A SIGTERM stops it cleanly (its
+    scratch folder removed).
     """
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m devtools.eval_adapters")
+    parser.add_argument("--nice", type=int, default=None, help="the training's niceness (0-19)")
+    parser.add_argument("root", nargs="?", default=".cache/tiny-model", help="the tiny model's folder")
+    args = parser.parse_args(argv)
     started = time.monotonic()
-    lowest = "--lowest-priority" in argv
-    [root, *_] = [arg for arg in argv if arg != "--lowest-priority"] or [".cache/tiny-model"]
-    tiny = ensure_tiny_model(root)
+    tiny = ensure_tiny_model(args.root)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    if lowest:
-        os.nice(19 - os.nice(0))
+    if args.nice is not None:
+        os.nice(args.nice - os.nice(0))
     print(ensure_eval_adapters(tiny), f"in {time.monotonic() - started:.1f} s")
 
 
