@@ -149,7 +149,12 @@ def slow_burn(system: LocalSystem, timeout_s: float = 480.0) -> SlowBurnOutcome:
         )
         time.sleep(EVALUATED_S)
     failing = [a.sent_at for a in answers if not a.controlled]
-    requests, errors = emitted(CANARY, MetricName.REQUESTS), emitted(CANARY, MetricName.REQUEST_ERRORS)
+    requests = wait_for(  # the last answers' EMF lines ship on the gateway's next metrics interval
+        "every answer of the canary's counted",
+        lambda: (n := emitted(CANARY, MetricName.REQUESTS)) >= len(answers) and n,
+        timeout_s=30,
+    )
+    errors = emitted(CANARY, MetricName.REQUEST_ERRORS)
     seen: list[dict[str, Any]] = []
     notified = wait_for(
         "the slow burn's notification on the operations topic",

@@ -72,9 +72,10 @@ def test_one_percent_errors_on_a_canary_trip_the_slow_burn_and_nothing_that_page
     assert all(a.deadline_exceeded for a in failing), failing[:3]
     assert len(failing) <= len(outcome.answers) // FAILING_EVERY + 1, (len(failing), len(outcome.answers))
     assert all(f"within {SIGNAL_DEADLINE_S:g} s" in a.error for a in failing), failing[0].error
-    # The canary's own EMF: about 1 % over its life (its bake's clean requests included), under the fast burn's 1.44 %.
-    rate = 100 * outcome.errors / outcome.requests
-    assert 0.6 < rate <= 1.44, (outcome.errors, outcome.requests)
+    # The canary's own EMF counted each of those 504s once (and every answer: the scenario waits for that). Its
+    # rate over the canary's life is not asserted: the bake's and the last seconds' clean requests dilute the 1 % by
+    # however many the machine serves in that time. The alarms' own datapoints below are the rates that count.
+    assert outcome.errors == len(failing), (outcome.errors, len(failing))
     # The slow burn's composite went to ALARM on both windows' error rates, each above its 0.6 % threshold.
     assert outcome.slow_burn.state == "ALARM"
     for window in ("6h", "30m"):
