@@ -33,10 +33,15 @@ def _engine_cpus() -> set[int] | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """test_eval_adapters.py runs at the session's end (stable order otherwise): by then the background training
-    is done, and the promotion gates before it waited on the build lock only if it was not."""
-    here = Path(__file__).resolve().parent
-    items[:] = sorted(items, key=lambda item: Path(str(item.path)) == here / "test_eval_adapters.py")
+    """The files that use the eval adapters run at the session's end, test_eval_adapters.py last (stable order
+    otherwise): by then the background training is done, or they wait on its build lock."""
+    items[:] = sorted(
+        items,
+        key=lambda item: (
+            (name := Path(str(item.path)).name) in EVAL_ADAPTER_FILES,
+            name == "test_eval_adapters.py",
+        ),
+    )
 
 
 @pytest.fixture(scope="session")
