@@ -149,13 +149,15 @@ def test_analysis_failing_at_25_percent_rolls_back_without_a_human(rollout: wf.R
     assert history.count("SetWeights") == 2 and "RequestApproval" not in history
 
 
-@pytest.mark.parametrize(("tightened", "status"), [(None, "SUCCEEDED"), (400, "FAILED")])
+@pytest.mark.parametrize(("tightened", "status"), [(None, "SUCCEEDED"), (350, "FAILED")])
 def test_a_request_that_tightens_the_ttft_check_fails_a_canary_the_declared_limit_allows(
     rollout: wf.RolloutWorkflow, tightened: int | None, status: str
 ) -> None:
     # The declared p95 TTFT SLO (canary_checks.yaml: 500 ms), read as a percentile from CloudWatch; the request's
     # max_ttft_p95_ms may only tighten it, for this rollout. Both variants' p95 is 420 ms (300 ms x 1.4), so no
-    # check against the primary speaks. (A relative limit's tightening shows only on a regression beyond chance,
+    # check against the primary speaks. 350 ms, well under 420: 30 % of its requests are slower, not 5 %, beyond
+    # chance within the bake however few intervals a busy machine publishes (at 400 ms, 15 % of them: 1,200 requests
+    # were not enough once, p 0.00061). (A relative limit's tightening shows only on a regression beyond chance,
     # thousands of requests: the unit tests of the analysis cover it.)
     request = rollout_request(thresholds={"max_ttft_p95_ms": tightened} if tightened else {})
     slower = HEALTHY | {"ttft_ms": 300}
@@ -165,7 +167,7 @@ def test_a_request_that_tightens_the_ttft_check_fails_a_canary_the_declared_limi
 
     if status == "FAILED":
         assert_rolled_back(rollout, result, "CanaryAnalysisFailed")
-        assert "absolute SLO: p95 TTFT 420 ms above 400 ms" in result["cause"], result["cause"]
+        assert "absolute SLO: p95 TTFT 420 ms above 350 ms" in result["cause"], result["cause"]
         assert "relative to baseline" not in result["cause"], result["cause"]
     else:
         assert result["status"] == "SUCCEEDED", result
