@@ -100,27 +100,22 @@ test: install
 	@$(MAKE) --no-print-directory -j2 --output-sync=target lint typecheck duplicates validate iac-scan build unit-py313 \
 		&& $(MAKE) --no-print-directory pytest-all; rc=$$?; $(ELAPSED); exit $$rc
 
-# Every test, in two runs side by side: those that need the CPU vLLM engine (`container`) in one process, which
-# starts the engine once and mostly waits on engines and emulated AWS, and the others on two pytest-xdist workers
-# (each with its own moto server on its own port). Together they select every test exactly once. The container
-# run's output follows the other's, as it comes (.cache/pytest-container.log).
-# On a cold cache the eval adapters that the container run needs last (ten minutes of one core) train meanwhile,
-# at the tests' priority: both runs keep the two cores busy, and at the lowest priority the training got a third
-# of a core and the container run then waited six minutes for it (measured). Nothing trains when they are
-# current; the container run waits on their lock.
+# Every test, in two runs: those that start no engine on both cores (pytest-xdist; each worker has its own moto
+# server on its own port), then those that need the CPU vLLM engine (`container`) in one process, which starts the
+# engine once and gives it the cores. Together they select every test exactly once.
+# The first run leaves about 40 % of the two cores idle (its tests mostly wait on the emulator): on a cold cache the
+# eval adapters the second run needs (ten minutes of one core) train meanwhile, at the lowest priority, so they
+# take only what the first run leaves. Nothing trains when they are current; the second run waits on their lock.
 pytest-all: $(STAMPS)/venv
 	@start=$$(date +%s); mkdir -p .cache; \
-	$(BIN)/python -m devtools.eval_adapters .cache/tiny-model >.cache/eval-adapters.log 2>&1 & \
+	$(BIN)/python -m devtools.eval_adapters --nice 19 .cache/tiny-model >.cache/eval-adapters.log 2>&1 & \
 	trainer=$$!; \
-	$(PYTEST) -m container $(PYTEST_ARGS) >.cache/pytest-container.log 2>&1 & \
-	engines=$$!; \
 	$(PYTEST) -m "not container" $(XDIST) $(PYTEST_ARGS); first=$$?; \
 	mid=$$(date +%s); \
-	echo "--- the container tests (running since the start):"; \
-	tail -n +1 --pid=$$engines -f .cache/pytest-container.log; wait $$engines; second=$$?; \
+	$(PYTEST) -m container $(PYTEST_ARGS); second=$$?; \
 	kill $$trainer 2>/dev/null; wait $$trainer; \
 	end=$$(date +%s); \
-	echo "pytest: $$(( end - start )) s (no engine, $(XDIST): $$(( mid - start )) s; container: $$(( end - start )) s)"; \
+	echo "pytest: $$(( end - start )) s (no engine, $(XDIST): $$(( mid - start )) s; container: $$(( end - mid )) s)"; \
 	test $$first -eq 0 && test $$second -eq 0
 
 # The inner loop, under 2 minutes: unit tests on both cores, lint and types.

@@ -45,6 +45,8 @@ class Behaviour:
 
     #: How long an update keeps the endpoint in ``Updating`` (real updates take minutes).
     update_seconds: float = 1.0
+    #: An UpdateEndpoint to one of these endpoint configs takes this long instead (one slow deployment).
+    update_seconds_by_config: dict[str, float] = field(default_factory=dict)
 
 
 LaunchState = Literal["starting", "healthy", "failed"]
@@ -197,7 +199,8 @@ def update_endpoint(self: SageMakerModelBackend, endpoint_name: str, endpoint_co
             raise ValidationError(message=f"Could not find endpoint configuration '{arn}'.")
         variants = endpoint._process_production_variants(config.production_variants)
         launch = hosting.launch(self, endpoint, config) if hosting is not None else None
-        pending = _Pending(time.monotonic() + behaviour.update_seconds, endpoint_config_name, variants, launch)
+        seconds = behaviour.update_seconds_by_config.get(endpoint_config_name, behaviour.update_seconds)
+        pending = _Pending(time.monotonic() + seconds, endpoint_config_name, variants, launch)
         return _start_update(endpoint, pending)
 
 

@@ -197,9 +197,13 @@ def test_approval_timeout_rolls_back(rollout: wf.RolloutWorkflow) -> None:
 
 
 def test_in_service_timeout_rolls_back(rollout: wf.RolloutWorkflow, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The canary takes longer to deploy than the rollout allows.
-    monkeypatch.setattr(emulated_sagemaker.behaviour, "update_seconds", 4)
-    request = rollout_request(in_service={"first_wait_seconds": 1, "max_wait_seconds": 1, "timeout_seconds": 2})
+    # The canary's config takes far longer to deploy (10 s) than the rollout waits for it (4 polls 1 s apart),
+    # however slowly a busy machine runs the workflow's Lambda calls between the polls (with 4 s for every update
+    # and 2 polls, a run beside the container tests once saw it in service and set the weights). The rollback sits
+    # out the rest of that update, within its own 3 x 4 polls, then puts the old config back in the usual 0.5 s.
+    request = rollout_request(in_service={"first_wait_seconds": 1, "max_wait_seconds": 1, "timeout_seconds": 4})
+    canary_config = f"{request['endpoint_name']}-{request['rollout_id']}-canary"
+    monkeypatch.setitem(emulated_sagemaker.behaviour.update_seconds_by_config, canary_config, 10)
     execution = wf.start(rollout.rollout_arn, request, name=request["rollout_id"])
     result = wf.wait(execution, timeout_s=60)
 
