@@ -67,7 +67,7 @@ from fleetops.config import load_fleet_config
 from fleetops.rollout.analysis import Analysis, analyse
 from fleetops.rollout.canary_metrics import CanaryMetrics
 from fleetops.rollout.checks import CanaryChecks, load_canary_checks
-from fleetops.rollout.plan import DEFAULT_STEPS, RolloutRequest
+from fleetops.rollout.request_schema import DEFAULT_STEPS, RolloutRequest
 
 FLEET = Path(__file__).resolve().parents[1] / "layers/core/fleet_config/fleet.yaml"
 ENDPOINT = "manga-chat-prod"

@@ -154,7 +154,7 @@ def package(
     from fleetctl import awsclients
     from fleetops.promotion.artifact import check_artifact
     from fleetops.promotion.artifact_s3 import ArtifactFetchError, read_tarball, split_s3_url
-    from fleetops.rollout.plan import RolloutInputError, parse_request
+    from fleetops.rollout.request_schema import RolloutInputError, parse_request
 
     if not source.is_dir():
         raise CliError(ExitCode.USAGE, f"{source} is not a folder", "give the folder holding config.json and weights")

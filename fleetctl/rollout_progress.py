@@ -53,7 +53,7 @@ def _json(text: Any) -> dict[str, Any]:
 
 
 def _steps(request: dict[str, Any]) -> list[StepInfo]:
-    from fleetops.rollout.plan import RolloutInputError, parse_request
+    from fleetops.rollout.request_schema import RolloutInputError, parse_request
 
     try:
         return [StepInfo(weight=s.weight, approval=bool(s.approval)) for s in parse_request(request).step_specs()]

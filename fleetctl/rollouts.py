@@ -118,8 +118,8 @@ def listing(stack: Stack) -> RolloutList:
 
 def start(stack: Stack, request: dict[str, Any]) -> RolloutProgress:
     """Validate the request as the workflow's first step will, then POST it to the stack's request URL."""
-    from fleetops.rollout.plan import RolloutInputError, parse_request
     from fleetops.rollout.request import REQUESTER_FIELD
+    from fleetops.rollout.request_schema import RolloutInputError, parse_request
 
     if REQUESTER_FIELD in request:
         raise CliError(

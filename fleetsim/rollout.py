@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from fleetops.rollout.canary_capacity import canary_size
-from fleetops.rollout.plan import DEFAULT_STEPS
+from fleetops.rollout.request_schema import DEFAULT_STEPS
 from fleetsim.fleet import FleetParams, Minute, Policy, Scaler, Variant
 from fleetsim.stack import TargetTrackingSpec
 from fleetsim.tracking import TargetTracking

@@ -18,7 +18,8 @@ from pydantic import BaseModel
 
 from fleetops.rollout.analysis import analyse
 from fleetops.rollout.canary_metrics import CanaryMetrics
-from fleetops.rollout.checks import CANARY_CHECKS, Thresholds, load_canary_checks
+from fleetops.rollout.checks import CANARY_CHECKS, load_canary_checks
+from fleetops.rollout.thresholds import Thresholds
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext

@@ -14,10 +14,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from fleetops.inference_ami import INFERENCE_AMIS, NEWEST_INFERENCE_AMI
+from fleetops.sagemaker_names import INSTANCE_TYPE_PATTERN
 from fleetops.validation import StrictModel, read_yaml_mapping
-
-#: A SageMaker instance type (``ml.g5.2xlarge``), as a rollout's canary names it.
-INSTANCE_TYPE_PATTERN = r"^ml\.[a-z0-9-]+\.[a-z0-9]+$"
 
 
 class FleetConfigError(ValueError):

@@ -31,6 +31,7 @@ from typing import Literal
 from pydantic import Field, ValidationError, field_validator
 
 from fleetops.inference_ami import INFERENCE_AMIS, InferenceAmi
+from fleetops.sagemaker_names import MAX_NAME, NAME_PATTERN
 from fleetops.validation import StrictModel
 
 ENDPOINT_NAME = "ENDPOINT_NAME"
@@ -134,7 +135,6 @@ def environment_problems(env: Mapping[str, str]) -> list[str]:
 
 
 _ADAPTER_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-_SAGEMAKER_NAME = r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$"
 
 
 class ModelContractError(ValueError):
@@ -315,8 +315,8 @@ class ModelContract(StrictModel):
     fleetops.model_contract.ModelContractError: VARIANT_NAME is not set ...; MODEL_VERSION is not set ...
     """
 
-    endpoint_name: str = Field(min_length=1, max_length=63, pattern=_SAGEMAKER_NAME)
-    variant_name: str = Field(min_length=1, max_length=63, pattern=_SAGEMAKER_NAME)
+    endpoint_name: str = Field(min_length=1, max_length=MAX_NAME, pattern=NAME_PATTERN)
+    variant_name: str = Field(min_length=1, max_length=MAX_NAME, pattern=NAME_PATTERN)
     model_version: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
     adapters: dict[str, str] | None = Field(default=None, description="None: the image's default adapters")
     engine: EngineKnobs = EngineKnobs()

@@ -17,7 +17,7 @@ from fleetctl.errors import ExitCode
 from fleetops.promotion.artifact_files import check_folder
 from fleetops.promotion.artifact_gate import gate_artifact
 from fleetops.promotion.artifact_s3 import check_s3_artifact
-from fleetops.rollout.plan import parse_request
+from fleetops.rollout.request_schema import parse_request
 from tests.integration.fleetctl.conftest import check_schema
 
 REPO = Path(__file__).resolve().parents[3]

@@ -16,7 +16,7 @@ from fleetops.aws.switches import KillSwitch
 from fleetops.config import load_fleet_config
 from fleetops.prescale.calendar_table import CalendarTable
 from fleetops.prescale.reconciler import PrescaleDeps, reconcile
-from fleetops.rollout.plan import Pointer
+from fleetops.rollout.pointer import Pointer
 from fleetops.rollout.versions import AdapterVersion
 from tests.conftest import REPO
 from tests.integration.fleetctl.conftest import check_schema, check_snapshot

@@ -15,7 +15,8 @@ from devtools import rollout_workflow as wf
 from devtools.restored_config import serving_restored
 from fleetops.aws.audit_table import AuditTable
 from fleetops.model_contract import ModelContract
-from fleetops.rollout.plan import Pointer, parse_request
+from fleetops.rollout.pointer import Pointer
+from fleetops.rollout.request_schema import parse_request
 from tests.integration.workflows.conftest import HEALTHY, rollout_request
 
 PARAMETER = f"{wf.POINTER_PREFIX}/{wf.ENDPOINT}"

@@ -20,7 +20,7 @@ from devtools.restored_config import serving_restored
 from fleetops.aws.audit_table import AuditTable
 from fleetops.aws.lease import EndpointLease
 from fleetops.rollout.approval import new_approval_id
-from fleetops.rollout.plan import Pointer
+from fleetops.rollout.pointer import Pointer
 from fleetops.rollout.versions import Release
 from tests.integration.workflows.conftest import HEALTHY, rollout_request
 

@@ -16,8 +16,9 @@ from fleetops.promotion.shadow_capture import CaptureDestination
 from fleetops.promotion.shadow_spec import CONTROL_PLANE_INFERENCE_ID
 from fleetops.rollout.checks import load_canary_checks
 from fleetops.rollout.guardrails import StackLimits
-from fleetops.rollout.plan import RolloutInputError, RolloutPlan
+from fleetops.rollout.plan import RolloutPlan
 from fleetops.rollout.prepare import PrepareDeps, prepare_rollout
+from fleetops.rollout.request_schema import RolloutInputError
 from tests.conftest import REPO, load_event
 
 SHIPPED = load_fleet_config(REPO / "layers/core/fleet_config/fleet.yaml")

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from fleetops.rollout.analysis import VariantStats, analyse
-from fleetops.rollout.checks import Thresholds, load_canary_checks
+from fleetops.rollout.checks import load_canary_checks
+from fleetops.rollout.thresholds import Thresholds
 
 SHIPPED = load_canary_checks()
 T = SHIPPED.with_overrides(Thresholds(min_requests=100))

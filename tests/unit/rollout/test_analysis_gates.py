@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from fleetops.rollout.analysis import Analysis, VariantStats, analyse
-from fleetops.rollout.checks import Thresholds, load_canary_checks
+from fleetops.rollout.checks import load_canary_checks
 from fleetops.rollout.guardrails import threshold_problems
+from fleetops.rollout.thresholds import Thresholds
 from tests.unit.rollout.test_analysis import KEYS
 
 SHIPPED = load_canary_checks()

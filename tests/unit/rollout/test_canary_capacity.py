@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fleetops.rollout.canary_capacity import canary_size
-from fleetops.rollout.plan import DEFAULT_STEPS
+from fleetops.rollout.request_schema import DEFAULT_STEPS
 
 
 @pytest.mark.parametrize("serving", [1, 2, 3, 6, 8, 12, 40])

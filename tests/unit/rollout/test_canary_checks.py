@@ -14,7 +14,8 @@ from devtools.local_system import LOCAL_CHECK_LIMITS
 from fleetops.metrics import unit_of
 from fleetops.rollout.analysis import analyse
 from fleetops.rollout.canary_metrics import CanaryMetrics
-from fleetops.rollout.checks import CANARY_CHECKS, CanaryChecksError, Thresholds, load_canary_checks
+from fleetops.rollout.checks import CANARY_CHECKS, CanaryChecksError, load_canary_checks
+from fleetops.rollout.thresholds import Thresholds
 
 START = datetime(2026, 11, 21, 9, 10, tzinfo=UTC)
 END = datetime(2026, 11, 21, 9, 25, tzinfo=UTC)

@@ -15,8 +15,9 @@ import pytest
 from bench import canary_judge as bench
 from bench._canary_power import detection_chance
 from fleetops.rollout import analysis
-from fleetops.rollout.checks import Thresholds, load_canary_checks
+from fleetops.rollout.checks import load_canary_checks
 from fleetops.rollout.significance import ALPHA, excess_p_value
+from fleetops.rollout.thresholds import Thresholds
 
 CHECKS = load_canary_checks()
 RPS = bench.baseline_rps()

@@ -12,8 +12,8 @@ from fleetops.endpoint import EndpointSnapshot, VariantSnapshot
 from fleetops.model_contract import ALLOWED_ENVIRONMENT, REFUSED_ENVIRONMENT
 from fleetops.rollout.checks import Compare, load_canary_checks
 from fleetops.rollout.guardrails import LOOSER, StackLimits, apply_guardrails
-from fleetops.rollout.plan import RolloutInputError, RolloutRequest, parse_request
 from fleetops.rollout.prepare import PrepareDeps, prepare_rollout
+from fleetops.rollout.request_schema import RolloutInputError, RolloutRequest, parse_request
 from tests.conftest import REPO, load_event
 
 SHIPPED = load_fleet_config(REPO / "layers/core/fleet_config/fleet.yaml")

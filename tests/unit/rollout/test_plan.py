@@ -7,19 +7,13 @@ from typing import Any
 
 import pytest
 
+from fleetops.endpoint import EndpointSnapshot, VariantSnapshot
 from fleetops.model_contract import ModelContract
-from fleetops.rollout.plan import (
-    EndpointNotReadyForRolloutError,
-    EndpointSnapshot,
-    InServiceSettings,
-    Pointer,
-    RolloutInputError,
-    RolloutPlan,
-    VariantSnapshot,
-    build_plan,
-    parse_request,
-)
+from fleetops.rollout.in_service import InServiceSettings
+from fleetops.rollout.plan import EndpointNotReadyForRolloutError, RolloutPlan, build_plan
+from fleetops.rollout.pointer import Pointer
 from fleetops.rollout.prepare import with_stack_engine_knobs
+from fleetops.rollout.request_schema import RolloutInputError, parse_request
 from fleetops.tables import REGISTRY_PK, REGISTRY_SK
 from tests.conftest import load_event
 

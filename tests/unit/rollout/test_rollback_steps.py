@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 import pytest
 
 from fleetops.endpoint import EndpointSnapshot, LeaseInfo, VariantSnapshot
-from fleetops.rollout.plan import InServiceSettings, Pointer
+from fleetops.rollout.in_service import InServiceSettings
+from fleetops.rollout.pointer import Pointer
 from fleetops.rollout.rollback import (
     EndpointNotSettledError,
     RollbackInputError,

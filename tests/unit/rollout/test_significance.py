@@ -8,8 +8,9 @@ import math
 import pytest
 
 from fleetops.rollout.analysis import VariantStats, analyse, tail_series
-from fleetops.rollout.checks import Thresholds, load_canary_checks
+from fleetops.rollout.checks import load_canary_checks
 from fleetops.rollout.significance import BOUNDS, bins, excess_p_value, rate_above_p_value, slower_p_value
+from fleetops.rollout.thresholds import Thresholds
 
 T = load_canary_checks().with_overrides(Thresholds(min_requests=100))
 

@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from fleetops.endpoint import EndpointSnapshot, VariantSnapshot
-from fleetops.rollout.plan import Pointer, RolloutInputError, RolloutPlan, build_plan, parse_request
+from fleetops.rollout.plan import RolloutPlan, build_plan
+from fleetops.rollout.pointer import Pointer
+from fleetops.rollout.request_schema import RolloutInputError, parse_request
 from fleetops.rollout.rollback import RollbackRequest, resolve_target
 from fleetops.rollout.versions import AdapterVersion, Release, release_change
 from fleetops.tables import REGISTRY_SK

@@ -266,7 +266,8 @@ def analyse(canary: VariantStats, baseline: VariantStats, checks: CanaryChecks) 
 
     Examples
     --------
-    >>> from fleetops.rollout.checks import Thresholds, load_canary_checks
+    >>> from fleetops.rollout.checks import load_canary_checks
+    >>> from fleetops.rollout.thresholds import Thresholds
     >>> checks = load_canary_checks().with_overrides(Thresholds(min_requests=10))
     >>> def stats(name, requests, errors, ttft=300.0):
     ...     values = {"Requests:Sum": requests, "RequestErrors:Sum": errors, "TimeToFirstTokenMs:p95": ttft}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from fleetops.config import EndpointConfig
-from fleetops.rollout.plan import CanarySpec
+from fleetops.rollout.request_schema import CanarySpec
 
 #: An image reference by digest: the one form a registry cannot re-point.
 IMAGE_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")

@@ -1,6 +1,6 @@
 """What a rollout request may not decide: the floors of its environment and the stack's closed deploy payload.
 
-:func:`fleetops.rollout.plan.parse_request` checks that a request is well formed; this module checks it
+:func:`fleetops.rollout.request_schema.parse_request` checks that a request is well formed; this module checks it
 against what the stack was deployed with, so that whoever may start a rollout still cannot:
 
 - skip an approval, shorten a bake or loosen a canary check below the floors of the endpoint's environment
@@ -20,15 +20,16 @@ from typing import Literal
 
 from fleetops.config import EndpointConfig, FleetConfig, RolloutFloors
 from fleetops.promotion.shadow_capture import CaptureDestination
-from fleetops.rollout.checks import CanaryChecks, Compare, Thresholds
+from fleetops.rollout.checks import CanaryChecks, Compare
 from fleetops.rollout.endpoint_limits import canary_problems, image_problems
-from fleetops.rollout.plan import (
+from fleetops.rollout.request_schema import (
     UNKNOWN_REQUESTER,
     ModelSpec,
     RolloutInputError,
     RolloutRequest,
     lease_budget_seconds,
 )
+from fleetops.rollout.thresholds import Thresholds
 
 #: Where a request's value is looser than the declared limit, per kind of check (see canary_checks.yaml).
 LOOSER: dict[Compare, str] = {

@@ -11,15 +11,9 @@ from fleetops.config import FleetConfig
 from fleetops.endpoint import EndpointSnapshot
 from fleetops.rollout.checks import CanaryChecks
 from fleetops.rollout.guardrails import StackLimits, apply_guardrails
-from fleetops.rollout.plan import (
-    RolloutInputError,
-    RolloutPlan,
-    RolloutRequest,
-    StepCapacity,
-    build_plan,
-    parse_request,
-)
+from fleetops.rollout.plan import RolloutPlan, StepCapacity, build_plan
 from fleetops.rollout.pointer import Pointer
+from fleetops.rollout.request_schema import RolloutInputError, RolloutRequest, parse_request
 
 
 class KillSwitchEngagedError(RuntimeError):

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from fleetops.rollout.plan import RolloutInputError, parse_request
+from fleetops.rollout.request_schema import RolloutInputError, parse_request
 from fleetops.rollout.requester import RolloutRecord, new_record
 
 #: The request field the caller may not set: the request function sets it from the signature.
