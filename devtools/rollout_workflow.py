@@ -39,8 +39,7 @@ from devtools.state_machines import (
 from fleetops.config import VariantHosting, load_fleet_config
 from fleetops.metrics import NAMESPACE, Dimension, MetricName
 from fleetops.model_contract import ModelContract
-from fleetops.rollout.approval_table import APPROVAL_PK
-from fleetops.tables import REGISTRY_PK, REGISTRY_SK
+from fleetops.tables import APPROVAL_PK, REGISTRY_PK, REGISTRY_SK
 
 # start, wait and state_history come from devtools.state_machines and are part of this module's API.
 __all__ = [

@@ -17,9 +17,10 @@ from devtools.alarm_state import alarm_state
 from fleetops.capacity import ScalableTarget
 from fleetops.config import VariantConfig
 from fleetops.metrics import MetricName
+from fleetops.remediation.actions import ActionType
 from fleetops.remediation.alarm import ParsedAlarm, StateValue
 from fleetops.remediation.decide import Gate, decide
-from fleetops.remediation.models import ActionType, AlarmSpec, Playbook
+from fleetops.remediation.models import AlarmSpec, Playbook
 from fleetops.remediation.rails import RailState
 from fleetops.remediation.raises import RaiseRecord, alarmed, cleared, raised, release_due
 from fleetsim.fleet import Minute, Scaler

@@ -21,7 +21,7 @@ from fleetops.prescale.events import parse_event
 from fleetops.prescale.models import Plan
 from fleetops.prescale.reconciler import PrescaleDeps, reconcile
 from fleetops.remediation.alarm_states import AlarmStates
-from fleetops.remediation.models import load_playbook
+from fleetops.remediation.playbook_file import load_rails
 from fleetops.remediation.state_table import RemediationStateStore
 from fleetops.settings import CommonSettings
 
@@ -42,7 +42,7 @@ class Settings(CommonSettings):
 # A wrong environment or fleet.yaml fails the cold start with a clear message, before any event.
 settings = Settings.from_env()
 config = load_fleet_config(settings.fleet_config_path)
-raise_hold = load_playbook(settings.playbook_path).rails.raise_hold
+raise_hold = load_rails(settings.playbook_path).raise_hold
 
 
 @cache

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Tracer
 
-from fleetops.rollout.approval_table import ApprovalTable
 from fleetops.rollout.function_url import Answer, UrlRequest, answer, route
 from fleetops.rollout.request import RequestDeps, RolloutRequestRefusedError, request_rollout
+from fleetops.rollout.request_records import RequestRecordTable
 from fleetops.rollout.rollout_starter import RolloutStarter
 from fleetops.rollout.url_caller import ForgedCallerError, signed_caller
 from fleetops.settings import CommonSettings
@@ -43,7 +43,7 @@ settings = Settings.from_env()
 def dependencies() -> RequestDeps:
     """AWS adapters, built once per execution environment on its first invocation."""
     return RequestDeps(
-        record=ApprovalTable(settings.approval_table).record_request,
+        record=RequestRecordTable(settings.approval_table).record_request,
         start=RolloutStarter(settings.rollout_state_machine_arn).start,
     )
 

@@ -80,10 +80,19 @@ def test_importing_a_handler_reads_its_settings_and_builds_no_aws_client(
 LEFT_OUT: dict[str, tuple[str, ...]] = {
     # Two routes on one path do not need Powertools' event handler and its event classes (~50 ms).
     "approval_endpoint": ("aws_lambda_powertools.event_handler", "aws_lambda_powertools.utilities.data_classes"),
-    "rollout_request": ("aws_lambda_powertools.event_handler", "aws_lambda_powertools.utilities.data_classes"),
+    # Checking a request needs its schema, not the planner, the fleet file, the canary checks or the approvals.
+    "rollout_request": (
+        "aws_lambda_powertools.event_handler",
+        "aws_lambda_powertools.utilities.data_classes",
+        "fleetops.rollout.plan",
+        "fleetops.config",
+        "fleetops.rollout.checks",
+        "fleetops.rollout.approval",
+    ),
     # Reading fleet.yaml needs the AMI list, not the model contract's models.
     "alarm_responder": ("fleetops.model_contract",),
-    "prescale": ("fleetops.model_contract",),
+    # Pre-scaling reads the playbook's rails (the raise hold), not its alarms.
+    "prescale": ("fleetops.model_contract", "fleetops.remediation.models"),
     "rollback_plan": ("fleetops.model_contract",),
 }
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from fleetops.remediation.models import Playbook, PlaybookError, load_playbook
+from fleetops.remediation.models import Playbook, load_playbook
+from fleetops.remediation.playbook_file import PlaybookError
 from tests.conftest import REPO
 from tests.unit.cfn_yaml import load, resources_of_type
 

@@ -30,6 +30,10 @@ REGISTRY_SK = "version"  # a SageMaker release's key: the base version, + a dige
 # The base model's checksum: a release's row is written once, and never again with another base under its key.
 REGISTRY_SHA256 = "sha256"
 
+# Approvals (key: sha256 of the approval id) and rollout request records (key: rollout#<execution name>), one table;
+# TTL attribute expires_at.
+APPROVAL_PK = "approval_key"
+
 # Alarm responder's safety-rail memory (cooldown, actions per hour), one item per endpoint.
 REMEDIATION_STATE_PK = "endpoint_name"
 

@@ -14,7 +14,7 @@ import pytest
 from devtools.lambda_dispatch import FakeLambdaContext
 from devtools.remediation_stack import cold_start
 from fleetops.aws.lease import EndpointLease, LeaseScope
-from fleetops.remediation.models import PlaybookError
+from fleetops.remediation.playbook_file import PlaybookError
 from fleetops.remediation.responder import RemediationIncompleteError
 from fleetops.settings import SettingsError
 from tests.conftest import load_event

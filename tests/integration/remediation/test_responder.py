@@ -17,8 +17,8 @@ from fleetops.aws.lease import EndpointLease, LeaseScope
 from fleetops.aws.retry import FAST_RETRY
 from fleetops.aws.sagemaker_endpoint import VariantWeights
 from fleetops.aws.switches import ENGAGED
+from fleetops.remediation.actions import ActionType
 from fleetops.remediation.alarm import AlarmStateChangeEvent
-from fleetops.remediation.models import ActionType
 from fleetops.remediation.responder import RemediationIncompleteError
 from tests.aws_wire import THROTTLED, ScriptedSends, skip_backoff
 from tests.integration.remediation.conftest import ENDPOINT, Stack, alarm_event, build_responder

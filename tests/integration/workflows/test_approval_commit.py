@@ -23,9 +23,9 @@ from fleetops.aws.audit_table import AuditTable
 from fleetops.aws.clients import CONFIG, MAX_ATTEMPTS
 from fleetops.rollout.approval import CLAIM_SECONDS, ApprovalRecord, ApprovalRefusedError
 from fleetops.rollout.approval_gate import AUDIT_ACTOR, DecideDeps, TaskGoneError, decide
-from fleetops.rollout.approval_table import APPROVAL_PK, ApprovalTable
+from fleetops.rollout.approval_table import ApprovalTable
 from fleetops.rollout.task_callback import TaskCallback
-from fleetops.tables import AUDIT_PK, AUDIT_SK
+from fleetops.tables import APPROVAL_PK, AUDIT_PK, AUDIT_SK
 from tests.aws_wire import THROTTLED, Answer, ScriptedSends, json_error, skip_backoff
 
 NOW = datetime.now(UTC).replace(microsecond=0)

@@ -8,7 +8,8 @@ import pytest
 
 from fleetops.metrics import MetricName
 from fleetops.remediation.burn_rate import BurnRateError, bad_percent_threshold, burn_rate_alarms, objectives
-from fleetops.remediation.models import Playbook, PlaybookError, load_playbook
+from fleetops.remediation.models import Playbook, load_playbook
+from fleetops.remediation.playbook_file import PlaybookError
 from tests.conftest import REPO
 
 SHIPPED = REPO / "layers/core/fleet_config/playbook.yaml"

@@ -9,7 +9,9 @@ import pytest
 import yaml
 
 from fleetops.metrics import MetricName
-from fleetops.remediation.models import ActionType, Playbook, PlaybookError, load_playbook
+from fleetops.remediation.actions import ActionType
+from fleetops.remediation.models import Playbook, load_playbook
+from fleetops.remediation.playbook_file import PlaybookError, load_rails
 from tests.conftest import REPO
 
 SHIPPED = REPO / "layers/core/fleet_config/playbook.yaml"
@@ -104,3 +106,23 @@ def test_unreadable_playbook(tmp_path: Path) -> None:
 def test_a_playbook_without_a_raise_hold_holds_raises_fifteen_minutes(tmp_path: Path) -> None:
     path = _write(tmp_path, lambda r: r["rails"].pop("raise_hold_seconds"))
     assert load_playbook(path).rails.raise_hold_seconds == 900
+
+
+def test_the_rails_alone_are_read_as_the_whole_playbook_reads_them(playbook: Playbook) -> None:
+    assert load_rails(SHIPPED) == playbook.rails
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda r: r["rails"].update(raise_hold_seconds=30), "rails.raise_hold_seconds: Input should be greater"),
+        (lambda r: r["rails"].pop("lease_ttl_seconds"), "rails.lease_ttl_seconds: Field required"),
+        (lambda r: r.pop("rails"), "rails: Input should be a valid dictionary"),
+    ],
+)
+def test_wrong_rails_are_refused_naming_the_file_and_the_field(tmp_path: Path, change: Any, message: str) -> None:
+    # What pre-scaling's cold start says about the playbook it reads the raise hold from.
+    path = _write(tmp_path, change)
+    with pytest.raises(PlaybookError, match=f"invalid playbook {path}") as caught:
+        load_rails(path)
+    assert message in str(caught.value)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from fleetops.remediation.models import ActionType
+from fleetops.remediation.actions import ActionType
 from fleetops.remediation.state_table import RemediationStateStore, StateConflictError
 from fleetops.tables import REMEDIATION_STATE_PK
 

@@ -46,8 +46,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from fleetops.remediation.actions import FLEET_CHANGING, ActionType
 from fleetops.remediation.alarm import ParsedAlarm
-from fleetops.remediation.models import FLEET_CHANGING, ActionType
 from fleetops.remediation.rails import RailState
 
 if TYPE_CHECKING:

@@ -2,33 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, ValidationError, model_validator
 
 from fleetops.metrics import MetricName
+from fleetops.remediation.actions import FLEET_CHANGING, ActionType
 from fleetops.remediation.burn_rate import burn_rate_alarms
-from fleetops.validation import StrictModel, read_yaml_mapping
-
-
-class PlaybookError(ValueError):
-    """The playbook file cannot be used (unreadable, not YAML, or invalid)."""
-
-
-class ActionType(StrEnum):
-    """What the responder can do. Only ``scale_out`` and ``rollback`` change the fleet."""
-
-    SCALE_OUT = "scale_out"
-    ROLLBACK = "rollback"
-    NOTIFY = "notify"
-    RECORD_RECOVERY = "record_recovery"
-
-
-#: Actions that change the fleet and therefore pass the safety rails (dry run, kill switch, rate limit).
-FLEET_CHANGING = frozenset({ActionType.SCALE_OUT, ActionType.ROLLBACK})
+from fleetops.remediation.playbook_file import PlaybookError, read_playbook
+from fleetops.remediation.rails import Rails
+from fleetops.validation import StrictModel
 
 Comparison = Literal[
     "GreaterThanThreshold", "GreaterThanOrEqualToThreshold", "LessThanThreshold", "LessThanOrEqualToThreshold"
@@ -95,23 +79,6 @@ class ScaleStep(StrictModel):
 
     below_breach: float | None = Field(default=None, gt=1.0)
     add: int = Field(ge=1)
-
-
-class Rails(StrictModel):
-    cooldown_seconds: int = Field(ge=0, description="no second scale-out of an endpoint within this time")
-    max_actions_per_hour: int = Field(ge=1, description="fleet-changing actions per endpoint per rolling hour")
-    lease_ttl_seconds: int = Field(ge=10, le=900)
-    raise_hold_seconds: int = Field(
-        default=900,
-        ge=60,
-        le=86400,
-        description="a scale-out's MinCapacity raise is released once its alarms have been OK this long",
-    )
-
-    @property
-    def raise_hold(self) -> timedelta:
-        """``raise_hold_seconds`` as the ``hold`` of :func:`fleetops.remediation.raises.release_due`."""
-        return timedelta(seconds=self.raise_hold_seconds)
 
 
 class BurnRateTier(StrictModel):
@@ -212,7 +179,7 @@ def load_playbook(path: str | Path) -> Playbook:
     >>> load_playbook(shipped / "playbook.yaml").alarms["queue-depth"].threshold
     50.0
     """
-    raw = read_yaml_mapping(path, "playbook", PlaybookError)
+    raw = read_playbook(path)
     try:
         return Playbook.model_validate(raw)
     except ValidationError as exc:

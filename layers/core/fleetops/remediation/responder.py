@@ -31,9 +31,9 @@ from pydantic import BaseModel, ConfigDict
 from fleetops.audit import AuditRecord, Outcome
 from fleetops.aws.lease import LeaseHeldError, LeaseScope
 from fleetops.aws.sagemaker_endpoint import EndpointNotReadyError
+from fleetops.remediation.actions import FLEET_CHANGING, ActionType
 from fleetops.remediation.alarm import IgnoredAlarmError, ParsedAlarm, parse_alarm
 from fleetops.remediation.decide import ActionPlan, Decision, Gate, decide, plan_scale_out
-from fleetops.remediation.models import FLEET_CHANGING, ActionType
 from fleetops.remediation.rails import RailState
 from fleetops.remediation.rollback_workflow import execution_name
 from fleetops.remediation.staleness import stale_because

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from fleetops.aws import clients
 from fleetops.aws.retry import error_code
 from fleetops.remediation import raises as pure
-from fleetops.remediation.models import ActionType
+from fleetops.remediation.actions import ActionType
 from fleetops.remediation.rails import RailState
 from fleetops.tables import REMEDIATION_STATE_PK
 

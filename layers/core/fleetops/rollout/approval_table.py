@@ -7,26 +7,16 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from fleetops.aws import clients
-from fleetops.aws.retry import error_code
 from fleetops.rollout.approval import CLAIM_SECONDS, ApprovalRecord, Decision, check_usable
-from fleetops.rollout.requester import RolloutRecord, rollout_key
+from fleetops.rollout.request_records import RequestRecordTable, condition_failed, plain
+from fleetops.tables import APPROVAL_PK
 
 if TYPE_CHECKING:
     from boto3.dynamodb.conditions import ConditionBase
-    from mypy_boto3_dynamodb import DynamoDBServiceResource
-
-#: Partition key of the approval table (template resource ``ApprovalTable``); TTL attribute ``expires_at``.
-APPROVAL_PK = "approval_key"
 
 
-def _condition_failed(exc: ClientError) -> bool:
-    return error_code(exc) == "ConditionalCheckFailedException"
-
-
-class ApprovalTable:
-    def __init__(self, table_name: str, resource: DynamoDBServiceResource | None = None) -> None:
-        self._table = (resource or clients.dynamodb_resource()).Table(table_name)
+class ApprovalTable(RequestRecordTable):
+    """The approval table: pending approvals, and (inherited) the rollout request records the approvals check."""
 
     def put(self, record: ApprovalRecord) -> None:
         """Store a new pending approval; an existing key is never overwritten."""
@@ -36,26 +26,6 @@ class ApprovalTable:
             ConditionExpression="attribute_not_exists(#k)",
             ExpressionAttributeNames={"#k": APPROVAL_PK},
         )
-
-    def record_request(self, record: RolloutRecord) -> bool:
-        """Store a rollout's request record; a repeat of the same request is fine, another input is not (False)."""
-        try:
-            self._table.put_item(
-                Item=record.model_dump(mode="json"),
-                ConditionExpression="attribute_not_exists(#k) OR execution_input = :input",
-                ExpressionAttributeNames={"#k": APPROVAL_PK},
-                ExpressionAttributeValues={":input": record.execution_input},
-            )
-        except ClientError as exc:
-            if not _condition_failed(exc):
-                raise
-            return False
-        return True
-
-    def rollout_record(self, execution_name: str) -> RolloutRecord | None:
-        """The request record of execution ``execution_name``, if the request function wrote one."""
-        item = self._table.get_item(Key={APPROVAL_PK: rollout_key(execution_name)}, ConsistentRead=True).get("Item")
-        return RolloutRecord.model_validate(_plain(item)) if item else None
 
     def decisions(self, execution_id: str, step_weight: int) -> list[ApprovalRecord]:
         """The approvals execution ``execution_id`` asked for at ``step_weight`` (one, unless it was retried)."""
@@ -78,14 +48,14 @@ class ApprovalTable:
         kwargs: dict[str, Any] = {"FilterExpression": condition, "ConsistentRead": True}
         while True:
             page = self._table.scan(**kwargs)
-            found += [ApprovalRecord.model_validate(_plain(item)) for item in page["Items"]]
+            found += [ApprovalRecord.model_validate(plain(item)) for item in page["Items"]]
             if "LastEvaluatedKey" not in page:
                 return found
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def get(self, key: str) -> ApprovalRecord | None:
         item = self._table.get_item(Key={APPROVAL_PK: key}, ConsistentRead=True).get("Item")
-        return ApprovalRecord.model_validate(_plain(item)) if item else None
+        return ApprovalRecord.model_validate(plain(item)) if item else None
 
     def claim(self, key: str, decision: Decision, decided_by: str, now: datetime) -> ApprovalRecord:
         """Record ``decided_by``'s ``decision`` as being sent and return the approval (with its task token).
@@ -119,11 +89,11 @@ class ApprovalTable:
                 ReturnValues="ALL_NEW",
             )
         except ClientError as exc:
-            if not _condition_failed(exc):
+            if not condition_failed(exc):
                 raise
             check_usable(self.get(key), now, decided_by, decision)  # raises with the precise reason
             raise  # pragma: no cover - the condition failed, so check_usable always raises
-        return ApprovalRecord.model_validate(_plain(result["Attributes"]))
+        return ApprovalRecord.model_validate(plain(result["Attributes"]))
 
     def release(self, key: str, decided_by: str) -> None:
         """Give ``decided_by``'s claim back (Step Functions did not take the decision): others may decide."""
@@ -136,7 +106,7 @@ class ApprovalTable:
                 ExpressionAttributeValues={":claimed": "claimed", ":pending": "pending", ":by": decided_by},
             )
         except ClientError as exc:
-            if not _condition_failed(exc):  # not ours any more (lapsed and claimed again): nothing to give back
+            if not condition_failed(exc):  # not ours any more (lapsed and claimed again): nothing to give back
                 raise
 
     def complete(self, key: str, decision: Decision, decided_by: str, now: datetime) -> None:
@@ -148,8 +118,3 @@ class ApprovalTable:
             ExpressionAttributeNames={"#k": APPROVAL_PK, "#s": "status"},
             ExpressionAttributeValues={":used": "used", ":d": decision, ":by": decided_by, ":at": now.isoformat()},
         )
-
-
-def _plain(item: dict[str, Any]) -> dict[str, Any]:
-    # The resource API returns numbers as Decimal.
-    return {k: (int(v) if type(v).__name__ == "Decimal" else v) for k, v in item.items()}
