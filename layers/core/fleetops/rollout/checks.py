@@ -6,7 +6,6 @@ One list drives both the CloudWatch queries (:mod:`fleetops.rollout.canary_metri
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +76,8 @@ class CanaryCheck(StrictModel):
         names = [m.value for m in MetricName]
         if name is None or name in names:
             return name
+        import difflib  # here: only a wrong checks file needs a suggestion, and difflib costs every cold start ~1 ms
+
         close = difflib.get_close_matches(str(name), names, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise ValueError(f"unknown metric {name!r}, not a name of fleetops.metrics.MetricName{hint}")
