@@ -36,7 +36,7 @@ FUNCTIONS = CACHE / "functions"  # Lambda's /var/task, one folder per function
 RUNTIME = CACHE / "runtime"  # the runtime's own boto3
 LOCK = REPO / "layers" / "core" / "requirements.txt"
 CONSTRAINTS = REPO / "layers" / "core" / "constraints.txt"
-REPEATS = 9
+REPEATS = 15
 
 
 def lambda_python() -> str:

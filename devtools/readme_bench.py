@@ -123,9 +123,9 @@ BENCH_ROWS = (
         "handler_import",
         "every function of `template.yaml` imported as deployed (Python 3.13, the layer's locked packages, the "
         "bytecode `make build` ships) vs a bare Powertools handler's {bare_powertools_import_ms:.0f} ms: "
-        "`handler_import_ratio__worst` {handler_import_ratio__worst} (best {best_handler_import_ratio}; medians of "
-        "{samples} fresh interpreters each); from sources alone (plain `sam build`), the alarm responder "
-        "{handler_import_ms_from_source__AlarmResponderFunction:.0f} ms, the bare handler "
+        "`handler_import_ratio__worst` {handler_import_ratio__worst} (best {best_handler_import_ratio}; median of "
+        "{samples} back-to-back pairs of fresh interpreters each); from sources alone (plain `sam build`), the alarm "
+        "responder {handler_import_ms_from_source__AlarmResponderFunction:.0f} ms, the bare handler "
         "{bare_powertools_import_ms_from_source:.0f} ms",
         "≤ 1.3 each",
         _best_handler_import,
