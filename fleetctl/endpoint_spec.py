@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from fleetops.aws.autoscaling import resource_id
 from fleetops.config import InitialModel
 from fleetops.model_contract import ModelContract
+from fleetops.sagemaker_names import MAX_NAME, NAME_PATTERN
 from fleetops.validation import problems as pydantic_problems
 
 if TYPE_CHECKING:
@@ -22,9 +23,7 @@ if TYPE_CHECKING:
 
     from fleetops.config import EndpointConfig
 
-#: SageMaker resource names: alphanumerics and hyphens, at most 63 characters.
-_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
-_MAX_NAME = 63
+_NAME = re.compile(NAME_PATTERN)
 #: SageMaker pulls a model's image from ECR only.
 _ECR_IMAGE = re.compile(r"^\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/[a-z0-9._/-]+([:@].+)$")
 #: What the flags are called, for messages.
@@ -151,10 +150,10 @@ def build_spec(
         )
     names = [endpoint.name, config_name, *(m["ModelName"] for m in models)]
     problems += [
-        f"{name}: not a SageMaker name (letters, digits and hyphens, at most {_MAX_NAME} characters); "
+        f"{name}: not a SageMaker name (letters, digits and hyphens, at most {MAX_NAME} characters); "
         "shorten the endpoint, variant or --model-version"
         for name in names
-        if len(name) > _MAX_NAME or not _NAME.match(name)
+        if len(name) > MAX_NAME or not _NAME.match(name)
     ]
     if problems:
         raise EndpointSpecError(problems)
