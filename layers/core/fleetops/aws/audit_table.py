@@ -9,7 +9,7 @@ from botocore.exceptions import ClientError
 
 from fleetops.audit import AuditRecord, record_id_time
 from fleetops.aws import clients
-from fleetops.aws.retry import error_code
+from fleetops.aws.retry import condition_failed
 from fleetops.tables import AUDIT_PK, AUDIT_SK
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ class AuditTable:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
+            if not condition_failed(exc):
                 raise
             stored = cast("dict[str, Any]", exc.response.get("Item") or {})  # present with ALL_OLD
             from boto3.dynamodb.types import TypeDeserializer

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from botocore.exceptions import ClientError
 
 from fleetops.aws import clients
-from fleetops.aws.retry import error_code
+from fleetops.aws.retry import condition_failed
 from fleetops.endpoint import LeaseInfo
 from fleetops.tables import (
     LEASE_CAPACITY_SUFFIX,
@@ -45,8 +45,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from mypy_boto3_dynamodb import DynamoDBClient
-
-_CONDITION_FAILED = "ConditionalCheckFailedException"
 
 
 class LeaseScope(StrEnum):
@@ -177,7 +175,7 @@ class EndpointLease:
                 },
             )
         except ClientError as exc:
-            if error_code(exc) == _CONDITION_FAILED:
+            if condition_failed(exc):
                 return False
             raise
         return True
@@ -193,7 +191,7 @@ class EndpointLease:
                 ExpressionAttributeValues={":holder": {"S": holder}},
             )
         except ClientError as exc:
-            if error_code(exc) == _CONDITION_FAILED:
+            if condition_failed(exc):
                 return False
             raise
         return True

@@ -25,6 +25,11 @@ def error_code(exc: BaseException) -> str:
     return str(exc.response.get("Error", {}).get("Code", "")) if isinstance(exc, ClientError) else ""
 
 
+def condition_failed(exc: BaseException) -> bool:
+    """Whether a DynamoDB conditional write lost its condition (rather than failing for another reason)."""
+    return error_code(exc) == "ConditionalCheckFailedException"
+
+
 def is_endpoint_updating(exc: BaseException) -> bool:
     if error_code(exc) != "ValidationException":
         return False

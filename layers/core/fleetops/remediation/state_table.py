@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from fleetops.aws import clients
-from fleetops.aws.retry import error_code
+from fleetops.aws.retry import condition_failed
 from fleetops.remediation import raises as pure
 from fleetops.remediation.actions import ActionType
 from fleetops.remediation.rails import RailState
@@ -176,7 +176,7 @@ class RemediationStateStore:
             try:
                 self._put_if_version(new, seen)
             except Exception as exc:
-                if error_code(exc) != "ConditionalCheckFailedException":
+                if not condition_failed(exc):
                     raise
                 continue
             return state

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from fleetops.aws.retry import condition_failed
 from fleetops.rollout.approval import CLAIM_SECONDS, ApprovalRecord, Decision, check_usable
-from fleetops.rollout.request_records import RequestRecordTable, condition_failed, plain
+from fleetops.rollout.request_records import RequestRecordTable, plain
 from fleetops.tables import APPROVAL_PK
 
 if TYPE_CHECKING:

@@ -11,17 +11,12 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from fleetops.aws import clients
-from fleetops.aws.retry import error_code
+from fleetops.aws.retry import condition_failed
 from fleetops.rollout.requester import RolloutRecord, rollout_key
 from fleetops.tables import APPROVAL_PK
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBServiceResource
-
-
-def condition_failed(exc: ClientError) -> bool:
-    """Whether a conditional write lost its condition (rather than failing for another reason)."""
-    return error_code(exc) == "ConditionalCheckFailedException"
 
 
 def plain(item: dict[str, Any]) -> dict[str, Any]:
