@@ -11,7 +11,8 @@ botocore's real service model. Tests that rely on one of them say so.
 - ``bedrock``: Custom Model Import (CreateModelImportJob, GetModelImportJob, ...) and Converse.
 - ``cloudwatch``: percentiles (``p95``) and percentile ranks (``PR(:300)``) in GetMetricData and
   GetMetricStatistics, which moto leaves empty.
-- ``stepfunctions``: the ``states:startExecution`` integration's parameter names, as AWS maps them.
+- ``stepfunctions``: the ``states:startExecution`` integration's parameter names, as AWS maps them; each
+  definition parsed once, not at every execution (speed only).
 - ``logs_emf``: CloudWatch Logs' EMF extraction: an EMF record put with PutLogEvents becomes CloudWatch
   datapoints (every dimension set, value arrays as samples, ``_aws.Timestamp``); invalid EMF yields none.
 - ``events_lambda``: EventBridge rules with Lambda targets (moto fails PutEvents on one), invoked
