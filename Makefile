@@ -95,10 +95,18 @@ demo: $(STAMPS)/venv
 	$(BIN)/python -m demo
 
 # Test tiers (README, Development notes). `make test` is what CI runs: every check and every test.
-# The checks before pytest are single-threaded: two at a time on the two cores (each one's output kept together).
+# The checks run beside the tests, two at a time, at niceness 10 like the tests that start no engine (a minute of
+# both cores alone; beside the tests they take only CPU the container tests leave). Their output, each check's
+# kept together, is printed when the tests end (.cache/checks.log meanwhile).
+CHECKS := lint typecheck duplicates validate iac-scan build unit-py313
+CHECKS_LOG := .cache/checks.log
 test: install
-	@$(MAKE) --no-print-directory -j2 --output-sync=target lint typecheck duplicates validate iac-scan build unit-py313 \
-		&& $(MAKE) --no-print-directory pytest-all; rc=$$?; $(ELAPSED); exit $$rc
+	@mkdir -p .cache; \
+	nice -n 10 $(MAKE) --no-print-directory -j2 --output-sync=target $(CHECKS) >$(CHECKS_LOG) 2>&1 & checks=$$!; \
+	$(MAKE) --no-print-directory pytest-all; tested=$$?; \
+	wait $$checks; checked=$$?; \
+	echo "---- the checks ($(CHECKS_LOG)): $$(test $$checked -eq 0 && echo passed || echo FAILED) ----"; \
+	cat $(CHECKS_LOG); $(ELAPSED); test $$checked -eq 0 && test $$tested -eq 0
 
 # Every test, in two pytest runs side by side; together they select every test exactly once.
 # - The `container` tests (the CPU vLLM engines, the local system's containers) in one process, at normal priority:
@@ -110,7 +118,7 @@ test: install
 # niceness 10 too; nothing trains when they are current, and the container run waits on their lock.
 NO_ENGINE_LOG := .cache/pytest-no-engine.log
 pytest-all: $(STAMPS)/venv
-	@start=$$(date +%s); mkdir -p .cache; \
+	@start=$$(date +%s); mkdir -p .cache; rm -f $(NO_ENGINE_LOG).rc; \
 	$(BIN)/python -m devtools.eval_adapters --nice 10 .cache/tiny-model >.cache/eval-adapters.log 2>&1 & \
 	trainer=$$!; \
 	( nice -n 10 $(PYTEST) -m "not container" $(XDIST) $(PYTEST_ARGS) >$(NO_ENGINE_LOG) 2>&1; \
