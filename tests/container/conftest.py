@@ -6,7 +6,7 @@ restarts once after the engine-death test). Everything else attaches gateways to
 The eval adapters (devtools/eval_adapters.py) take minutes of one core to train on a cold cache: a session that
 uses them trains them in the background from its first container test on, on the core the shared engine leaves
 free, and runs the tests that need them last, so the training overlaps the tests that mostly wait. Under
-`make test` they are usually trained already, or training: the run before this one started them (Makefile).
+`make test` they are usually trained already, or training: the Makefile starts them beside this run.
 """
 
 from __future__ import annotations
