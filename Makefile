@@ -113,7 +113,7 @@ test: install
 #   their engine starts and alarm windows keep about one core busy on average, and some of them time things.
 # - The tests that start no engine, on both cores (pytest-xdist; each worker has its own moto server), at
 #   niceness 10: they mostly wait on the emulator, and take the CPU the first run leaves without delaying it.
-#   Their output is printed when they end (.cache/pytest-no-engine.log meanwhile).
+#   Their output is printed once both runs end (.cache/pytest-no-engine.log meanwhile).
 # On a cold cache the eval adapters the container run needs last (three minutes of one core) train meanwhile, at
 # niceness 10 too; nothing trains when they are current, and the container run waits on their lock.
 NO_ENGINE_LOG := .cache/pytest-no-engine.log
