@@ -68,7 +68,7 @@ EVAL_MAX_TOKENS = 48
 
 #: Every linear layer of a decoder block. On ``q_proj`` and ``v_proj`` alone the 54 prompts of one adapter took
 #: 859 steps (240 CPU-s) at 1e-2, and whether they converged at all hung on the float summation order (batched
-#: in 16 rows instead of 32: not memorised in 1,500 steps). On all seven, at 3e-3: 50 to 114 steps, 172 CPU-s for
+#: in 16 rows instead of 32: not memorised in 1,500 steps). On all seven, at 3e-3: 50 to 114 steps, 168 CPU-s for
 #: all six adapters, the same with 16 rows, and converged from 2e-3 to 5e-3 (measured; 1e-2 oscillates).
 EVAL_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
