@@ -16,19 +16,24 @@ def source_line(forecast: PlannedForecast) -> str:
 
     Examples
     --------
-    >>> source_line(PlannedForecast(source="history", why="", history_days=21, weekly_growth=1.012,
+    >>> source_line(PlannedForecast(source="history", why="", history_days=21, weekly_growth=1.012, level_ratio=1,
     ...     configured_baseline_rps=12, forecast_low_rps=4.6, forecast_peak_rps=13.1))
     'plan from 21.0 days of its own Invocations: everyday 4.6-13.1 req/s, trend x1.01/week'
+    >>> line = source_line(PlannedForecast(source="history", why="", history_days=21, weekly_growth=1.0,
+    ...     level_ratio=0.62, configured_baseline_rps=12, forecast_low_rps=4.6, forecast_peak_rps=13.1))
+    >>> line.split(", ")[-1]
+    'today x0.62 (the hours ahead lowered)'
     >>> source_line(PlannedForecast(source="configuration", why="no history reader: configured levels",
-    ...     history_days=0, weekly_growth=1, configured_baseline_rps=12, forecast_low_rps=None,
+    ...     history_days=0, weekly_growth=1, level_ratio=1, configured_baseline_rps=12, forecast_low_rps=None,
     ...     forecast_peak_rps=None))
     'plan from the configured levels (baseline 12 req/s): no history reader'
     """
     if forecast.source == "history":
         low, peak = forecast.forecast_low_rps or 0.0, forecast.forecast_peak_rps or 0.0
+        today = f", today x{forecast.level_ratio:.2f} (the hours ahead lowered)" if forecast.level_ratio < 1 else ""
         return (
             f"plan from {forecast.history_days:.1f} days of its own Invocations: everyday {low:.1f}-{peak:.1f} req/s, "
-            f"trend x{forecast.weekly_growth:.2f}/week"
+            f"trend x{forecast.weekly_growth:.2f}/week{today}"
         )
     baseline = f"baseline {forecast.configured_baseline_rps:g} req/s"
     return f"plan from the configured levels ({baseline}): {configured_why(forecast.why)}"

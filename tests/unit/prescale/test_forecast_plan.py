@@ -93,6 +93,7 @@ def test_capacity_steps_up_a_lead_time_before_the_busy_hours_and_down_a_delay_af
         "why": "forecast from 21.0 days of the variant's own Invocations",
         "history_days": 21.0,
         "weekly_growth": 1.0,
+        "level_ratio": 1.0,
         "configured_baseline_rps": 8.0,
         "forecast_low_rps": 8.0,
         "forecast_peak_rps": 16.0,
@@ -536,3 +537,37 @@ def test_a_forecast_above_the_cap_already_under_way_is_sent_once_not_at_every_ru
 
     assert len(over_cap_records(audit)) == 1
     assert len(notifier.sent) == 1
+
+
+def test_a_quiet_morning_lowers_the_hours_ahead_but_not_an_event_sized_over_the_usual_level() -> None:
+    # Past Wednesdays: 20 req/s all day (5 instances), 40 during the 10:00 drop (learned x2: 10 instances).
+    # Today ran at 11 req/s since midnight, 0.55 of the forecast: the plan at 08:00 lowers today's everyday
+    # level by 0.55 ** exp(-hours ahead / 6), and keeps the drop at the size learned over the usual 20.
+    # Four weeks of history, so that the trend (the median of three week-over-week ratios) stays 1.0.
+    def rate(slot: datetime) -> float:
+        if slot >= NOW:
+            return 11.0
+        return 40.0 if slot >= T0 and slot.weekday() == 2 and "10:00" <= f"{slot:%H:%M}" < "11:00" else 20.0
+
+    now = at("08:00")
+    plan = plan_from_history(VARIANT, drops(), SETTINGS, now, history(rate, start=T0 - WEEK, end=now))
+
+    assert plan.summary.level_ratio == 0.55
+    assert plan.current == 3  # 08:00 to 08:20: about 11 req/s -> 3 instances (5 without today's level)
+    assert steps_of(plan.steps) == [
+        (at("08:40"), 4),  # 09:00, 1 h ahead: 20 x 0.55 ** exp(-1 / 6) = 12.05 req/s -> 4 (08:55: 11.97 -> 3)
+        (at("09:40"), 10),  # the drop: 20 x 2 = 40 req/s -> 10, 20 minutes before 10:00
+        (at("11:15"), 4),  # 11:00, 3 h ahead: 20 x 0.55 ** 0.607 = 13.9 req/s -> 4
+        (at("13:35"), 5),  # 13:55, 5.92 h ahead: 20 x 0.55 ** 0.373 = 16.0 req/s -> 5, and 5 from then on
+    ]
+    assert plan.steps[1].reason == "forecast 40.0 req/s at Wed 10:00 UTC; Wednesday drop (learned x2)"
+
+
+def test_a_morning_within_ten_percent_of_the_forecast_plans_as_if_it_were_usual() -> None:
+    def rate(slot: datetime) -> float:
+        return 18.5 if slot >= NOW else 20.0
+
+    now = at("08:00")
+    plan = plan_from_history(VARIANT, [], SETTINGS, now, history(rate, end=now))
+
+    assert (plan.summary.level_ratio, plan.current, plan.steps) == (1.0, 5, [])

@@ -9,6 +9,11 @@ The model, in three lines:
 3. *Forecast* of a slot: the median, over the past weeks that hold it, of the same slot's everyday demand k
    weeks ago times ``growth ** k`` (:func:`forecast`). One unannounced spike in one week is outvoted by the
    others; with fewer weeks the median is a mean.
+4. *Today's level*: where the last two hours ran more than 10 % below their forecast (a holiday, a level that
+   wanders from week to week), the forecast of the hours ahead is lowered by that ratio, fading back to the
+   seasonal forecast over the day (:func:`level_ratio`, :func:`corrected`). Only down, and only past the noise:
+   traffic above the forecast is what target tracking serves, and a forecast nudged by every noisy hour would
+   hold too little as often as too much.
 
 Why not a library: statsmodels or Prophet would bring numpy, scipy and pandas (well over 100 MB and seconds of
 cold start) into a Lambda layer that holds pydantic and PyYAML; the model above is a few dozen lines a person can
@@ -21,6 +26,7 @@ Everything is pure: a :class:`DemandSeries` in, numbers out. Slots are ``SLOT_S`
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,6 +37,19 @@ SLOT = timedelta(seconds=SLOT_S)
 WEEK = timedelta(days=7)
 SLOTS_PER_WEEK = int(WEEK / SLOT)
 MAX_WEEKLY_GROWTH = 1.5  # a forecast that follows a trend, not one that explodes from two noisy weeks
+#: Today's level is read from this window of whole slots, ending ``METRIC_LAG`` before now: SageMaker's
+#: Invocations reach CloudWatch a minute or more late, and a slot not yet in reads as no traffic.
+RECENT = timedelta(hours=2)
+METRIC_LAG = timedelta(minutes=10)
+#: Fewer comparable slots than this in the window (events, an empty history): no correction.
+MIN_RECENT_SLOTS = 12
+#: A correction fades over the hours ahead with this e-folding time: a quiet morning says something about the
+#: afternoon, little about tomorrow.
+LEVEL_MEMORY = timedelta(hours=6)
+#: A ratio at or above this is noise (two hours of 5-minute slots at this project's traffic vary by a few %).
+LEVEL_DEADBAND = 0.9
+#: The largest cut: a quiet spell never lowers the forecast below half.
+MIN_LEVEL_RATIO = 0.5
 
 Span = tuple[datetime, datetime]
 
@@ -171,3 +190,62 @@ def forecast(series: DemandSeries, now: datetime, slots: Sequence[datetime], gro
             k, past = k + 1, past - SLOTS_PER_WEEK
         found.append(round(statistics.median(seen), 6) if seen else None)
     return found
+
+
+def level_ratio(series: DemandSeries, now: datetime, growth: float, skip: Sequence[Span] = ()) -> float:
+    """How far below its forecast the variant ran over the last ``RECENT`` (1.0: not below it by more than noise,
+    or too little to say).
+
+    The ratio of the recorded requests to the forecast ones (:func:`forecast` from the weeks before) over the
+    whole slots of ``[now - METRIC_LAG - RECENT, now - METRIC_LAG)``, leaving out slots that touch a span of
+    ``skip`` (calendar events: their traffic is not the everyday level) and slots without both values; 1.0 at
+    or above ``LEVEL_DEADBAND``, and at least ``MIN_LEVEL_RATIO``.
+
+    Examples
+    --------
+    Three weeks at 10 requests/s in every slot, then a day at 6:
+
+    >>> now = datetime(2026, 12, 28, 12, tzinfo=UTC)
+    >>> start = now - 3 * WEEK - timedelta(hours=12)
+    >>> slots = int((now - start) / SLOT)
+    >>> series = DemandSeries(start, tuple(10.0 if i < slots - 144 else 6.0 for i in range(slots)))
+    >>> level_ratio(series, now, growth=1.0)
+    0.6
+    >>> level_ratio(series, now, growth=1.0, skip=[(now - timedelta(hours=3), now)])  # all of it an event
+    1.0
+    >>> quieter = DemandSeries(start, tuple(10.0 if i < slots - 144 else 9.2 for i in range(slots)))
+    >>> level_ratio(quieter, now, growth=1.0)  # 8 % below: noise
+    1.0
+    """
+    end = floor_slot(now - METRIC_LAG)
+    window = [end - (i + 1) * SLOT for i in reversed(range(int(RECENT / SLOT)))]
+    window = [s for s in window if not any(s < stop and s + SLOT > begin for begin, stop in skip)]
+    pairs: list[tuple[float, float]] = []
+    for slot, wanted in zip(window, forecast(series, now, window, growth), strict=True):
+        seen = series.at(slot)
+        if seen is not None and wanted is not None:
+            pairs.append((seen, wanted))
+    total = sum(wanted for _, wanted in pairs)
+    if len(pairs) < MIN_RECENT_SLOTS or total <= 0:
+        return 1.0
+    ratio = sum(seen for seen, _ in pairs) / total
+    return 1.0 if ratio >= LEVEL_DEADBAND else round(max(MIN_LEVEL_RATIO, ratio), 6)
+
+
+def corrected(rps: float, ratio: float, slot: datetime, now: datetime) -> float:
+    """``rps`` forecast for ``slot`` times today's level ``ratio``, faded by how far ahead of ``now`` it lies.
+
+    Examples
+    --------
+    >>> now = datetime(2026, 12, 28, tzinfo=UTC)
+    >>> corrected(10.0, 0.6, now, now)  # now: the whole ratio
+    6.0
+    >>> round(corrected(10.0, 0.6, now + LEVEL_MEMORY, now), 2)  # 6 hours ahead: 0.6 ** (1 / e)
+    8.29
+    >>> round(corrected(10.0, 0.6, now + 2 * LEVEL_MEMORY, now), 2)  # 12 hours ahead: 0.6 ** (1 / e ** 2)
+    9.33
+    >>> round(corrected(10.0, 0.6, now + 8 * LEVEL_MEMORY, now), 2)  # two days ahead: none left to see
+    10.0
+    """
+    ahead = max(0.0, (slot - now) / LEVEL_MEMORY)
+    return rps * math.pow(ratio, math.exp(-ahead))

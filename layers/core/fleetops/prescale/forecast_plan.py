@@ -17,7 +17,17 @@ from fleetops.calendar import Occurrence
 from fleetops.config import PrescaleSettings, VariantConfig
 from fleetops.prescale import event_sizes
 from fleetops.prescale.event_sizes import EventSize, Profile
-from fleetops.prescale.forecast import SLOT, SLOT_S, DemandSeries, everyday, floor_slot, forecast, weekly_growth
+from fleetops.prescale.forecast import (
+    SLOT,
+    SLOT_S,
+    DemandSeries,
+    corrected,
+    everyday,
+    floor_slot,
+    forecast,
+    level_ratio,
+    weekly_growth,
+)
 from fleetops.prescale.models import ForecastSummary, OverCap, Step
 
 
@@ -128,8 +138,10 @@ def plan_from_history(
     the history is long enough (:attr:`PrescaleSettings.min_history_days`).
     """
     events = [o for o in occurrences if o.raises]
-    usual = everyday(history, [(o.start - event_sizes.EARLY, o.end + event_sizes.LATE) for o in events])
+    event_spans = [(o.start - event_sizes.EARLY, o.end + event_sizes.LATE) for o in events]
+    usual = everyday(history, event_spans)
     growth = weekly_growth(usual)
+    ratio = level_ratio(history, now, growth, event_spans)
     learned = _learn_sizes(events, history, usual, settings)
     lead = timedelta(minutes=settings.lead_time_minutes)
     delay = timedelta(minutes=settings.scale_in_delay_minutes)
@@ -149,7 +161,11 @@ def plan_from_history(
         high = min(len(slots), math.ceil((event.occurrence.end + event_sizes.LATE - span_start) / SLOT) + 1)
         for i in range(low, high):
             lift[i] = max(lift[i], event.multiplier(slots[i]))
-    demand = [rps * up for rps, up in zip(everyday_rps, lift, strict=True)]
+    # Today's level lowers the everyday slots only: an event is sized over the seasonal forecast it was learned on.
+    demand = [
+        rps * up if up > 1.0 else corrected(rps, ratio, slot, now)
+        for rps, up, slot in zip(everyday_rps, lift, slots, strict=True)
+    ]
     needs = [_need(variant, rps) for rps in demand]
     before, after = math.ceil(delay / SLOT), math.ceil(lead / SLOT)  # held at least as long as configured
     # The level of slot i is the largest need from ``delay`` before it to ``lead`` after it, and the slot that
@@ -181,6 +197,7 @@ def plan_from_history(
         why=f"forecast from {history.days_recorded():.1f} days of the variant's own Invocations",
         history_days=round(history.days_recorded(), 1),
         weekly_growth=round(growth, 3),
+        level_ratio=round(ratio, 3),
         configured_baseline_rps=variant.baseline_rps,
         forecast_low_rps=round(min(everyday_rps[i] for i in horizon), 2),
         forecast_peak_rps=round(max(everyday_rps[i] for i in horizon), 2),

@@ -42,6 +42,7 @@ class ForecastSummary(StrictModel):
     why: str
     history_days: float = 0.0
     weekly_growth: float = 1.0
+    level_ratio: float = 1.0  # the last two hours over their forecast, where lower beyond noise (else 1.0)
     configured_baseline_rps: float
     forecast_low_rps: float | None = None  # the horizon's quietest and busiest everyday slot
     forecast_peak_rps: float | None = None
