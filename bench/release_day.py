@@ -64,7 +64,8 @@ from fleetsim.stack import INVOCATIONS_PER_INSTANCE, TargetTrackingSpec
 
 SEED = 7
 #: The scenarios again with knobs the defaults were not tuned on (noisier minutes, a steeper trend, busier
-#: weekends, a deeper night, other seeds): judged the same way, reported as ``unseen_<metric>__<scenario>``.
+#: weekends, a deeper night, quiet holidays, a wandering level, other seeds): judged the same way, reported as
+#: ``unseen_<metric>__<scenario>``.
 UNSEEN: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("baseline-1x", "noise15", {"noise": 0.15, "seed": 101}),
     ("baseline-2x", "noise15", {"noise": 0.15, "seed": 102}),
@@ -72,6 +73,8 @@ UNSEEN: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("us-pacific-1x", "weekend15", {"weekend_factor": 1.5, "seed": 104}),
     ("baseline-0.5x", "night03", {"night_floor": 0.3, "seed": 105}),
     ("unannounced-3x", "noise12", {"noise": 0.12, "seed": 106}),
+    ("baseline-1x", "holiday", {"quiet_days": ((2, 0.55), (3, 0.7)), "seed": 107}),
+    ("baseline-1x", "walk12", {"level_walk": 0.12, "seed": 108}),
 )
 POLICIES = ("reactive", "project", "oracle")
 PLOTTED = "event-early-30pct"

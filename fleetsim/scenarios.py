@@ -109,6 +109,10 @@ class Scenario:
     ramp_minutes: int = 5  # an event's rise from its arrival to its peak: readers wait for a drop and refresh
     spikes: tuple[Spike, ...] = ()  # in the judged week
     cap: int | None = None  # the operator's cap for an endpoint this busy, where fleet.yaml's would not do
+    # Days of the judged week (0 = Monday, in ``zone``) whose everyday traffic runs at a share of the usual: a
+    # public holiday, an outage upstream. Events still come at their size.
+    quiet_days: tuple[tuple[int, float], ...] = ()
+    level_walk: float = 0.0  # hourly log-sigma of a level that wanders in every week (AR(1), 0.85 an hour)
 
     def __post_init__(self) -> None:
         if self.weeks < 2:
@@ -118,6 +122,8 @@ class Scenario:
         if self.baseline_factor <= 0 or not 0 <= self.size_noise < 1 or self.ramp_minutes <= 0:
             raise ValueError(f"{self.name}: baseline_factor and ramp_minutes must be positive, size_noise in [0, 1)")
         ZoneInfo(self.zone)  # an unknown zone fails here, not in the middle of a bench
+        if any(not 0 <= day <= 6 or share <= 0 for day, share in self.quiet_days) or self.level_walk < 0:
+            raise ValueError(f"{self.name}: quiet_days are (0-6, share > 0), level_walk at least 0")
         for spike in self.spikes:
             if not self.judged_from <= spike.start < self.end:
                 raise ValueError(f"{self.name}: spike at {spike.start.isoformat()} is not in the judged week")
@@ -162,11 +168,20 @@ def _level(scenario: Scenario, variant: VariantConfig, ticks: int) -> tuple[np.n
     zone = ZoneInfo(scenario.zone)
     start = scenario.start.astimezone(UTC)
     weekday, weekend = daily_profile(scenario), daily_profile(scenario, weekend=True)
+    judged_day = scenario.judged_from.astimezone(zone).date()
+    quiet = dict(scenario.quiet_days)
     shape = np.empty(ticks)
     for tick in range(ticks):
         local = (start + tick * TICK).astimezone(zone)  # the zone's own clock, daylight saving included
         minute = local.hour * 60 + local.minute
         shape[tick] = weekend[minute] * scenario.weekend_factor if local.weekday() >= 5 else weekday[minute]
+        shape[tick] *= quiet.get((local.date() - judged_day).days, 1.0)
+    if scenario.level_walk > 0:  # its own generator: the other scenarios' draws stay as they were
+        steps = np.random.default_rng([scenario.seed, 1]).normal(0.0, scenario.level_walk, ticks // 60 + 1)
+        walk = np.zeros_like(steps)
+        for hour in range(1, len(steps)):
+            walk[hour] = 0.85 * walk[hour - 1] + steps[hour]
+        shape *= np.exp(walk[np.arange(ticks) // 60])
     weeks_from_judged = (
         np.arange(ticks) * TICK_S - (scenario.judged_from - start).total_seconds()
     ) / WEEK.total_seconds()

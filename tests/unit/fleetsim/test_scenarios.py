@@ -184,8 +184,38 @@ def test_an_unannounced_spike_is_in_no_calendar_and_triples_the_level() -> None:
     assert all(w.predicted for w in _trace(scenario("baseline-1x")).windows)
 
 
+def test_a_quiet_day_lowers_only_that_days_everyday_traffic_and_leaves_its_events() -> None:
+    world = scenario("baseline-1x")
+    holiday = replace(world, quiet_days=((0, 0.5),))  # the judged Monday, which has the Shonen Jump drop
+    usual, quiet = _expected(world), _expected(holiday)
+    monday, tuesday = _tick(world, JUDGED_MONDAY), _tick(world, JUDGED_MONDAY + timedelta(days=1))
+    assert np.allclose(quiet[:monday], usual[:monday]) and np.allclose(quiet[tuesday:], usual[tuesday:])
+    noon = _tick(world, JUDGED_MONDAY.replace(hour=12))
+    assert quiet[noon] == pytest.approx(0.5 * usual[noon])
+    # 19:00, inside the drop (18:00-21:00 at x2): the event raises the quiet day to its usual peak.
+    drop = _tick(world, JUDGED_MONDAY.replace(hour=19))
+    assert quiet[drop] == pytest.approx(usual[drop], rel=0.02) and quiet[drop] > 1.5 * _reference(world, JUDGED_MONDAY)
+
+
+def test_a_wandering_level_moves_hour_by_hour_and_leaves_the_other_scenarios_draws_alone() -> None:
+    world = scenario("baseline-1x")
+    walking = replace(world, level_walk=0.12)
+    ratio = _expected(walking) / _expected(world)
+    hourly = ratio.reshape(-1, 60)
+    steady = np.all(np.isclose(hourly, hourly[:, :1]), axis=1)  # one level per hour, but where an event lifts
+    assert steady.mean() > 0.8  # the traffic towards its own peak and decays after it (sized on the usual level)
+    logs = np.log(hourly[:, 0])
+    assert 0.15 < logs.std() < 0.35  # 0.12 / sqrt(1 - 0.85 ** 2) = 0.23 at a stationary wander
+    assert np.corrcoef(logs[:-1], logs[1:])[0, 1] > 0.7  # an hour is much like the one before it
+    assert _trace(replace(walking, level_walk=0.0)) == _trace(world)
+
+
 def test_a_scenario_is_checked_when_it_is_written() -> None:
     world = scenario("baseline-1x")
+    with pytest.raises(ValueError, match="quiet_days are"):
+        replace(world, quiet_days=((7, 0.5),))
+    with pytest.raises(ValueError, match="level_walk at least 0"):
+        replace(world, level_walk=-0.1)
     with pytest.raises(ValueError, match="not in the judged week"):
         replace(world, spikes=(Spike(world.start + timedelta(days=1), 60, 3.0),))
     with pytest.raises(ValueError, match="at least one week of history"):
