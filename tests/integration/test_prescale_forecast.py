@@ -71,14 +71,15 @@ def fleet_config() -> FleetConfig:
     )
 
 
-def put_history(days: int) -> None:
-    """``days`` of five-minute Invocations sums before NOW: everyday traffic, three times that on Friday nights."""
+def put_history(days: int, quiet_since: datetime = NOW, quiet_rps: float = EVERYDAY_RPS) -> None:
+    """``days`` of five-minute Invocations sums before NOW: everyday traffic, three times that on Friday nights,
+    ``quiet_rps`` from ``quiet_since``."""
     cloudwatch = boto3.client("cloudwatch")
     data: list[dict[str, Any]] = []
     at = NOW - timedelta(days=days)
     while at < NOW:
         friday_night = at.weekday() == 4 and 11 <= at.hour < 13
-        rps = FRIDAY_RPS if friday_night else EVERYDAY_RPS
+        rps = FRIDAY_RPS if friday_night else quiet_rps if at >= quiet_since else EVERYDAY_RPS
         data.append(
             {
                 "MetricName": SAGEMAKER_INVOCATIONS,
@@ -148,6 +149,33 @@ def test_three_weeks_of_history_plan_the_friday_release_at_its_learned_size(deps
     [raise_now] = [c for c in plan.changes if c.kind == "raise_min"]  # MinCapacity 2 -> 3, the everyday level
     assert raise_now.after == {"min_capacity": 3, "max_capacity": 12}
     assert AutoScaling().get_target(EP, "primary").min_capacity == 3  # type: ignore[union-attr]
+
+
+def test_a_quiet_day_lowers_the_hours_ahead_and_leaves_the_friday_release_at_its_learned_size(
+    deps: PrescaleDeps,
+) -> None:
+    # Since 08:00 the variant has served 4 req/s where its weeks say 8: today's level is about 0.5. Now
+    # 4 x 1.25 / 4 needs the floor (2) instead of 3. The correction fades with the hours ahead
+    # (ratio ** exp(-hours / 6)), and 3 instances are needed again once the forecast (7.905: 8 x 0.994 ** 2, the
+    # trend bent by today's quiet hours) x 1.25 x that passes 8 req/s: c > 0.81, 7.07 hours ahead, the 19:05
+    # slot, 20 minutes of lead before it: 18:45. Friday's release is sized over the usual 8, not today's 4.
+    put_history(days=21, quiet_since=NOW - timedelta(hours=4), quiet_rps=4.0)
+
+    plan = reconcile(fleet_config(), deps, now=NOW, trigger="test", dry_run=False)
+
+    [variant] = plan.variants
+    assert variant.forecast is not None
+    assert variant.forecast.source == "history"
+    # 0.504, not 0.5: today's quiet hours are part of the newest week, whose lower mean bends the trend (0.994).
+    assert variant.forecast.level_ratio == pytest.approx(0.5, abs=0.005)
+    assert variant.current_min_capacity == 2
+    assert AutoScaling().get_target(EP, "primary").min_capacity == 2  # type: ignore[union-attr]
+    friday_start = datetime(2026, 12, 4, 11, 0, tzinfo=UTC)
+    assert levels() == [
+        (NOW.replace(hour=18, minute=45), 3),
+        (friday_start - timedelta(minutes=20), 8),
+        (friday_start + timedelta(hours=2, minutes=15), 3),
+    ]
 
 
 def test_an_endpoint_with_a_week_of_history_or_less_keeps_the_configured_levels_and_says_so(
