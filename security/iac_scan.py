@@ -171,14 +171,19 @@ def scan(templates: list[Path], accepted: dict[Finding, str], transform_main: Pa
         for path, form, name in targets:
             failures, counts = checkov_failures(path, form, name)
             found.extend(failures)
+            # Checkov's "failed" checks are findings; the summary below says how many are accepted with a reason.
             print(
-                f"{form:11} {name}: passed {counts['passed']}, failed {counts['failed']}, skipped {counts['skipped']}"
+                f"{form:11} {name}: checks passed {counts['passed']}, "
+                f"findings {counts['failed']}, skipped {counts['skipped']}"
             )
     scanned = {(form, name) for _, form, name in targets}
     unique = set(found)
     new = sorted(f for f in unique if not any(a.covers(f) for a in accepted))
     stale = sorted(a for a in accepted if (a.form, a.template) in scanned and not any(a.covers(f) for f in found))
-    print(f"findings: {len(unique)} ({len(unique) - len(new)} accepted), new {len(new)}, stale {len(stale)}")
+    print(
+        f"findings: {len(unique)}, of which {len(unique) - len(new)} accepted with a reason in {ACCEPTED.name}; "
+        f"new {len(new)}, stale {len(stale)}: {'FAIL' if new or stale else 'ok'}"
+    )
     for finding in new:
         print(f"NEW FINDING {finding}: fix it, or accept it with a reason in {ACCEPTED.name}")
     for finding in stale:
