@@ -129,7 +129,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--judge-from",
         help="with --trace: run the policies from this day (or time) on; the weeks before it are the history the "
-        "reconciler forecasts from (default: play the whole trace, no history)",
+        "reconciler forecasts from (default: play the whole trace; the reconciler reads what has been played so far, "
+        "as a new endpoint's would)",
     )
     args = parser.parse_args(list(argv))
     if not (args.start or args.trace or args.scenario or args.list_scenarios):

@@ -200,7 +200,9 @@ def run_policies(
 
     With ``judge_from`` the policies run from there on, and the trace before it is history: the project's
     reconciler reads it (and what has been played so far) from a simulated CloudWatch that ends at the simulated
-    now. Without it, the whole trace is played and the reconciler has no history (configured levels).
+    now. Without it, the whole trace is played and the reconciler reads only what has been played so far, as
+    a new endpoint's would: configured levels (lowered by today's level where it runs below them) until it has
+    ``min_history_days``.
     """
     played = judged(trace, judge_from)
     runs: dict[str, PolicyRun] = {}
@@ -210,7 +212,7 @@ def run_policies(
         if name == "oracle":
             runs[name] = PolicyRun(oracle(played, setup), None)
             continue
-        history = SimulatedHistory(trace) if judge_from is not None else None
+        history = SimulatedHistory(trace)
         start = starting_instances(trace, played, setup)
         scaler = Scaler(min_capacity=setup.variant.floor, max_capacity=setup.variant.cap, desired=start)
         policy = make_policy(name, setup, history)
@@ -224,7 +226,7 @@ def run_with_rollout(
     """The project's policy on the primary with a canary rollout of the default steps started at ``start``
     (``fleetsim.rollout``): the canary limits and the bake are fleet.yaml's for the endpoint's environment."""
     played = judged(trace, judge_from)
-    history = SimulatedHistory(trace) if judge_from is not None else None
+    history = SimulatedHistory(trace)
     desired = starting_instances(trace, played, setup)
     scaler = Scaler(min_capacity=setup.variant.floor, max_capacity=setup.variant.cap, desired=desired)
     floors = setup.config.rollout_floors(setup.endpoint.environment)

@@ -178,6 +178,47 @@ def test_a_quiet_day_lowers_the_hours_ahead_and_leaves_the_friday_release_at_its
     ]
 
 
+def test_a_quiet_day_lowers_minimum_capacity_now_where_the_plan_itself_set_it(
+    deps: PrescaleDeps, raises: RemediationStateStore
+) -> None:
+    # MinCapacity is 3, the plan's everyday level (8 x 1.25 / 4 = 2.5 -> 3), set by its earlier runs. Today runs at
+    # half: the plan needs 2 now, and no scheduled action would lower it before its own time, so the run does.
+    put_history(days=21, quiet_since=NOW - timedelta(hours=4), quiet_rps=4.0)
+    AutoScaling().set_capacity(EP, "primary", 3, 12)
+
+    plan = reconcile(fleet_config(), deps, now=NOW, trigger="test", dry_run=False)
+
+    [lower] = [c for c in plan.changes if c.kind == "lower_min"]
+    assert (lower.outcome, lower.before, lower.after) == (
+        "applied",
+        {"min_capacity": 3, "max_capacity": 12},
+        {"min_capacity": 2, "max_capacity": 12},
+    )
+    assert lower.reason == "today's level x0.504 needs 2 now"
+    assert AutoScaling().get_target(EP, "primary").min_capacity == 2  # type: ignore[union-attr]
+    [record] = [r for r in deps.audit.list(EP) if r.action.startswith("lower_min")]
+    assert record.outcome == "applied"
+
+
+@pytest.mark.parametrize("held_by", ["an operator", "a responder raise"])
+def test_today_s_level_never_lowers_a_minimum_capacity_someone_else_set(
+    deps: PrescaleDeps, raises: RemediationStateStore, held_by: str
+) -> None:
+    put_history(days=21, quiet_since=NOW - timedelta(hours=4), quiet_rps=4.0)
+    if held_by == "an operator":
+        AutoScaling().set_capacity(EP, "primary", 5, 12)  # not a level the plan holds
+    else:  # a queue alarm's raise to exactly the plan's level, its alarm still firing
+        alarm = "manga-llm-fleet-remediation-queue-depth-manga-chat-prod-primary"
+        raises.record_raise(EP, "primary", alarm, 3, NOW - timedelta(minutes=5))
+        AutoScaling().set_capacity(EP, "primary", 3, 12)
+
+    plan = reconcile(fleet_config(), deps, now=NOW, trigger="test", dry_run=False)
+
+    assert [c for c in plan.changes if c.kind in ("lower_min", "release_min")] == []
+    expected = 5 if held_by == "an operator" else 3
+    assert AutoScaling().get_target(EP, "primary").min_capacity == expected  # type: ignore[union-attr]
+
+
 def test_an_endpoint_with_a_week_of_history_or_less_keeps_the_configured_levels_and_says_so(
     deps: PrescaleDeps,
 ) -> None:
@@ -188,10 +229,38 @@ def test_an_endpoint_with_a_week_of_history_or_less_keeps_the_configured_levels_
     [variant] = plan.variants
     assert variant.forecast is not None
     assert variant.forecast.source == "configuration"
-    assert variant.forecast.why == "5.0 days of Invocations history, 7 needed: configured levels"
-    # The configured baseline (12 rps -> 4 instances) and the entry's own x2.5 (-> 10 instances), as before.
-    assert [level for _, level in levels()] == [10, 4]
+    assert variant.forecast.why.startswith("5.0 days of Invocations history, 7 needed: configured levels")
+    # The configured baseline (12 rps -> 4 instances) and the entry's own x2.5 (-> 10 instances), as before, but
+    # for the hours ahead: see the next test.
+    assert [level for _, level in levels()][-2:] == [10, 4]
     assert variant.event_sizes == []
+
+
+def test_a_new_endpoint_quieter_than_its_configuration_is_planned_at_what_it_serves_for_the_hours_ahead(
+    deps: PrescaleDeps,
+) -> None:
+    # Five days of history (too few to forecast from) at 8 req/s, against a configured baseline of 12: today's
+    # level is 0.67. Now: 12 x 0.67 x 1.25 / 4 = 2.5 -> 3 instances, not 4. The correction fades
+    # (0.67 ** exp(-hours / 6)) and 4 are needed again once it passes 0.8: 3.58 hours ahead, the 15:35 slot (no
+    # lead time: the configured baseline is a level, not a forecast ramp). Friday's entry keeps its configured x2.5.
+    put_history(days=5)
+
+    plan = reconcile(fleet_config(), deps, now=NOW, trigger="test", dry_run=False)
+
+    [variant] = plan.variants
+    assert variant.forecast is not None
+    assert variant.forecast.why == (
+        "5.0 days of Invocations history, 7 needed: configured levels; today's level x0.67 lowers the hours ahead"
+    )
+    assert variant.forecast.level_ratio == 0.667
+    assert variant.current_min_capacity == 3
+    assert AutoScaling().get_target(EP, "primary").min_capacity == 3  # type: ignore[union-attr]
+    friday_start = datetime(2026, 12, 4, 11, 0, tzinfo=UTC)
+    assert levels() == [
+        (NOW.replace(hour=15, minute=35), 4),
+        (friday_start - timedelta(minutes=20), 10),
+        (friday_start + timedelta(hours=2, minutes=15), 4),
+    ]
 
 
 def test_a_responder_raise_returns_to_the_plan_once_its_alarm_has_been_ok_for_the_hold(

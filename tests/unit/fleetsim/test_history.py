@@ -8,6 +8,7 @@ import pytest
 
 from fleetops.prescale.forecast import DemandSeries
 from fleetsim.history import FutureReadError, SimulatedHistory
+from fleetsim.policies import CalendarPrescale
 from fleetsim.simulate import load_setup, run_policies
 from fleetsim.traffic import Trace
 
@@ -68,3 +69,28 @@ def test_the_project_plans_a_judged_day_without_ever_reading_it_ahead(monkeypatc
     first_read = history.reads[0][1]
     assert max(v for v in first_read.rps if v is not None) == 10.0  # 600 a minute: none of the judged day
     assert runs["project"].minutes[-1].min_capacity > 2  # the fleet reacted as the day was played
+
+
+def test_a_trace_played_without_history_is_planned_as_a_new_endpoint_quieter_than_its_configuration() -> None:
+    # Two days at 3 requests/s, a quarter of the configured 12 (4 instances at headroom 1.25), with no history
+    # before them: the reconciler reads what has been played so far, too little to forecast from, and plans the
+    # configured levels lowered by today's level (at least half: 12 x 0.5 x 1.25 / 4 = 1.9 -> the floor, 2).
+    setup = load_setup("manga-chat-prod")
+    setup = setup.tuned(prescale={"lead_time_minutes": 20})
+    start = datetime(2026, 12, 1, 15, tzinfo=UTC)  # Wednesday 00:00 in Tokyo: no calendar event for two days
+    runs = run_policies(Trace(start, (180,) * (2 * 1440)), setup, seed=1, policies=("project",))
+
+    policy = runs["project"].policy
+    assert policy is not None
+    [prescale] = [p for p in policy.parts if isinstance(p, CalendarPrescale)]
+    assert prescale.last_plan is not None
+    [variant] = prescale.last_plan.variants
+    assert variant.forecast is not None
+    assert (variant.forecast.source, variant.forecast.level_ratio) == ("configuration", 0.5)
+    assert "today's level x0.50 lowers the hours ahead" in variant.forecast.why
+    minutes = runs["project"].minutes
+    assert minutes[0].min_capacity == 4  # the first run has no two hours to read yet
+    later = [m.min_capacity for m in minutes[3 * 60 :]]
+    # 2 but for a while after each night: the two hours read then were mostly the x0.4 off-peak window, against
+    # which 3 requests/s are 0.625 of the configured level (12 x 0.625 x 1.25 / 4 = 2.3 -> 3).
+    assert set(later) == {2, 3} and later.count(2) > 0.8 * len(later)

@@ -22,6 +22,7 @@ from fleetops.prescale.forecast import (
     everyday,
     forecast,
     level_ratio,
+    recent_slots,
     weekly_growth,
 )
 
@@ -286,7 +287,15 @@ def test_only_the_newest_occurrences_are_learned_from() -> None:
     assert (size.learned, size.occurrences) == (2.0, 4)
 
 
-# level_ratio and corrected: today's level below the seasonal forecast lowers the hours ahead
+# recent_slots, level_ratio and corrected: today's level below the seasonal forecast lowers the hours ahead
+
+
+def today(
+    history: DemandSeries, now: datetime, growth: float, skip: list[tuple[datetime, datetime]] | None = None
+) -> float:
+    """Today's level as the history plan reads it: the recent slots against their forecast from the weeks before."""
+    slots = recent_slots(now, skip or [])
+    return level_ratio(history, slots, forecast(history, now, slots, growth))
 
 
 def three_weeks_then(today: list[float | None], usual: float = 10.0) -> tuple[DemandSeries, datetime]:
@@ -297,40 +306,40 @@ def three_weeks_then(today: list[float | None], usual: float = 10.0) -> tuple[De
 
 def test_two_hours_forty_percent_below_the_forecast_give_a_ratio_of_point_six() -> None:
     history, now = three_weeks_then([6.0] * 36)  # three hours at 6 where the weeks before held 10
-    assert level_ratio(history, now, growth=1.0) == 0.6
+    assert today(history, now, growth=1.0) == 0.6
 
 
 def test_the_forecast_it_compares_with_follows_the_trend() -> None:
     # Weeks at 10, 11, 12.1 (x1.1 a week) forecast 13.31 for today: 9.317 is 70 % of it.
     rps = [level for level in (10.0, 11.0, 12.1) for _ in range(SLOTS_PER_WEEK)] + [9.317] * 36
     history = DemandSeries(T0, tuple(rps))
-    assert level_ratio(history, NOW + 36 * SLOT, growth=1.1) == pytest.approx(0.7, abs=1e-6)
+    assert today(history, NOW + 36 * SLOT, growth=1.1) == pytest.approx(0.7, abs=1e-6)
 
 
 def test_a_level_within_ten_percent_of_the_forecast_is_noise_and_changes_nothing() -> None:
     history, now = three_weeks_then([9.1] * 36)
-    assert level_ratio(history, now, growth=1.0) == 1.0
+    assert today(history, now, growth=1.0) == 1.0
 
 
 def test_a_busier_day_is_left_to_target_tracking() -> None:
     history, now = three_weeks_then([25.0] * 36)
-    assert level_ratio(history, now, growth=1.0) == 1.0
+    assert today(history, now, growth=1.0) == 1.0
 
 
 def test_no_traffic_at_all_lowers_the_forecast_by_half_at_most() -> None:
     history, now = three_weeks_then([0.0] * 36)
-    assert level_ratio(history, now, growth=1.0) == 0.5
+    assert today(history, now, growth=1.0) == 0.5
 
 
 def test_the_last_ten_minutes_are_not_read_as_they_may_not_be_in_cloudwatch_yet() -> None:
     # A day at 9.3 (noise) whose last two slots read 0 (datapoints not yet published read as no traffic): read,
     # they would make it (22 x 9.3) / 240 = 0.8525, a correction.
     history, now = three_weeks_then([9.3] * 34 + [0.0, 0.0])
-    assert level_ratio(history, now, growth=1.0) == 1.0
+    assert today(history, now, growth=1.0) == 1.0
     # Eleven minutes ago they would be read: 22 of 24 slots at 10, two at 0 -> 0.917, still noise; three hours
     # of 8 with the same two zeroes -> (22 x 8) / 240 = 0.733.
     history, now = three_weeks_then([8.0] * 34 + [0.0, 0.0, 8.0, 8.0])
-    assert level_ratio(history, now, growth=1.0) == pytest.approx(0.733333, abs=1e-6)
+    assert today(history, now, growth=1.0) == pytest.approx(0.733333, abs=1e-6)
 
 
 def test_slots_an_event_touches_are_left_out_of_the_level() -> None:
@@ -338,8 +347,8 @@ def test_slots_an_event_touches_are_left_out_of_the_level() -> None:
     # but 12 slots are fewer than two hours and still enough to read.
     history, now = three_weeks_then([10.0] * 24 + [4.0] * 14)
     event = (now - timedelta(minutes=70), now)
-    assert level_ratio(history, now, growth=1.0) < 0.9
-    assert level_ratio(history, now, growth=1.0, skip=[event]) == 1.0
+    assert today(history, now, growth=1.0) < 0.9
+    assert today(history, now, growth=1.0, skip=[event]) == 1.0
 
 
 def test_with_less_than_an_hour_to_compare_there_is_no_correction() -> None:
@@ -347,10 +356,10 @@ def test_with_less_than_an_hour_to_compare_there_is_no_correction() -> None:
     # (slots 10 to 33 of today), only 23 to 33 have a week-back value to forecast from. Eleven slots: too few.
     start = NOW - WEEK + 23 * SLOT
     history = DemandSeries(start, tuple([10.0] * (SLOTS_PER_WEEK - 23) + [2.0] * 36))
-    assert level_ratio(history, NOW + 36 * SLOT, growth=1.0) == 1.0
+    assert today(history, NOW + 36 * SLOT, growth=1.0) == 1.0
     # One slot more of history, and twelve slots say today runs at a fifth: 0.5 at most.
     longer = DemandSeries(start - SLOT, (10.0, *history.rps))
-    assert level_ratio(longer, NOW + 36 * SLOT, growth=1.0) == 0.5
+    assert today(longer, NOW + 36 * SLOT, growth=1.0) == 0.5
 
 
 def test_a_correction_is_whole_now_and_fades_over_the_hours_ahead() -> None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from fleetops.calendar import Occurrence
 from fleetops.capacity import ScheduledAction
 from fleetops.config import PrescaleSettings, VariantConfig
 from fleetops.prescale import planner
+from fleetops.prescale.forecast import SLOT, DemandSeries
 
 VARIANT = VariantConfig(name="primary", capacity_rps_per_instance=4, baseline_rps=12, headroom=1.25, floor=2, cap=10)
 SETTINGS = PrescaleSettings(lead_time_minutes=120, scale_in_delay_minutes=15, planning_horizon_hours=48)
@@ -42,6 +43,41 @@ def test_events_beyond_the_horizon_are_not_planned() -> None:
         VARIANT, [occ("2026-12-10T10:00", "2026-12-10T11:00", 2)], SETTINGS, utc("2026-12-04T00:00")
     )
     assert steps == []
+
+
+def test_today_scales_the_levels_outside_events_and_its_steps_fall_on_slots_in_utc() -> None:
+    # Baseline 12 x 1.25 / 4 = 3.75 -> 4 instances; at half, 1.9 -> the floor (2); from 03:00 at three quarters,
+    # 2.8 -> 3. The night's off-peak window (x0.4: 1.5 -> 2) and the event (x2 -> 8) are as configured below it.
+    def today(at: datetime) -> float:
+        return 0.5 if at < utc("2026-12-04T03:00") else 0.75 if at < utc("2026-12-04T06:00") else 1.0
+
+    events = [occ("2026-12-04T07:00", "2026-12-04T08:00", 0.4, "night"), occ("2026-12-04T12:00", "2026-12-04T13:00", 2)]
+    current, steps = planner.timeline(VARIANT, events, SETTINGS, utc("2026-12-04T00:02"), today)
+
+    assert current == 2
+    assert [(s.at, s.min_capacity, s.timezone) for s in steps] == [
+        (utc("2026-12-04T03:00"), 3, "UTC"),
+        (utc("2026-12-04T06:00"), 4, "UTC"),
+        (utc("2026-12-04T07:00"), 2, "UTC"),  # the night window's own edge
+        (utc("2026-12-04T08:00"), 4, "UTC"),
+        (utc("2026-12-04T10:00"), 8, "UTC"),  # the event, two hours of lead before it
+        (utc("2026-12-04T13:15"), 4, "UTC"),
+    ]
+    assert steps[0].reason == "today's level x0.75"
+
+
+def test_todays_level_against_the_configured_one_counts_off_peak_and_leaves_events_out() -> None:
+    # The last two hours, 07:50 to 09:50 (ending 10 minutes before now): two slots of the x0.4 off-peak night
+    # (4.8 expected) at 3 req/s, then 22 at 6 where 12 were expected: (2 x 3 + 22 x 6) / (2 x 4.8 + 22 x 12) =
+    # 0.504. A drop at 08:30-09:00, widened by an hour before and 30 minutes after, leaves four slots: too few.
+    now = utc("2026-12-04T10:00")
+    start = now - timedelta(hours=6)
+    rps = tuple(3.0 if start + i * SLOT < utc("2026-12-04T08:00") else 6.0 for i in range(72))
+    history = DemandSeries(start, rps)
+    night = occ("2026-12-04T00:00", "2026-12-04T08:00", 0.4, "night")
+    assert planner.configured_today(VARIANT, [night], now, history) == 0.504386
+    event = occ("2026-12-04T08:30", "2026-12-04T09:00", 2, "drop")
+    assert planner.configured_today(VARIANT, [night, event], now, history) == 1.0
 
 
 def test_action_names_are_deterministic_and_in_utc() -> None:

@@ -11,9 +11,9 @@ The model, in three lines:
    others; with fewer weeks the median is a mean.
 4. *Today's level*: where the last two hours ran more than 10 % below their forecast (a holiday, a level that
    wanders from week to week), the forecast of the hours ahead is lowered by that ratio, fading back to the
-   seasonal forecast over the day (:func:`level_ratio`, :func:`corrected`). Only down, and only past the noise:
-   traffic above the forecast is what target tracking serves, and a forecast nudged by every noisy hour would
-   hold too little as often as too much.
+   seasonal forecast over the day (:func:`recent_slots`, :func:`level_ratio`, :func:`corrected`). Only down,
+   and only past the noise: traffic above the forecast is what target tracking serves, and a forecast nudged by
+   every noisy hour would hold too little as often as too much.
 
 Why not a library: statsmodels or Prophet would bring numpy, scipy and pandas (well over 100 MB and seconds of
 cold start) into a Lambda layer that holds pydantic and PyYAML; the model above is a few dozen lines a person can
@@ -192,37 +192,49 @@ def forecast(series: DemandSeries, now: datetime, slots: Sequence[datetime], gro
     return found
 
 
-def level_ratio(series: DemandSeries, now: datetime, growth: float, skip: Sequence[Span] = ()) -> float:
-    """How far below its forecast the variant ran over the last ``RECENT`` (1.0: not below it by more than noise,
-    or too little to say).
-
-    The ratio of the recorded requests to the forecast ones (:func:`forecast` from the weeks before) over the
-    whole slots of ``[now - METRIC_LAG - RECENT, now - METRIC_LAG)``, leaving out slots that touch a span of
-    ``skip`` (calendar events: their traffic is not the everyday level) and slots without both values; 1.0 at
-    or above ``LEVEL_DEADBAND``, and at least ``MIN_LEVEL_RATIO``.
+def recent_slots(now: datetime, skip: Sequence[Span] = ()) -> list[datetime]:
+    """The whole slots today's level is read from: ``[now - METRIC_LAG - RECENT, now - METRIC_LAG)``, less those
+    touching a span of ``skip`` (calendar events: their traffic is not the everyday level).
 
     Examples
     --------
-    Three weeks at 10 requests/s in every slot, then a day at 6:
-
-    >>> now = datetime(2026, 12, 28, 12, tzinfo=UTC)
-    >>> start = now - 3 * WEEK - timedelta(hours=12)
-    >>> slots = int((now - start) / SLOT)
-    >>> series = DemandSeries(start, tuple(10.0 if i < slots - 144 else 6.0 for i in range(slots)))
-    >>> level_ratio(series, now, growth=1.0)
-    0.6
-    >>> level_ratio(series, now, growth=1.0, skip=[(now - timedelta(hours=3), now)])  # all of it an event
-    1.0
-    >>> quieter = DemandSeries(start, tuple(10.0 if i < slots - 144 else 9.2 for i in range(slots)))
-    >>> level_ratio(quieter, now, growth=1.0)  # 8 % below: noise
-    1.0
+    >>> now = datetime(2026, 12, 28, 12, 3, tzinfo=UTC)
+    >>> slots = recent_slots(now)
+    >>> len(slots), f"{slots[0]:%H:%M}", f"{slots[-1]:%H:%M}"  # two hours to 11:50, at least 10 minutes ago
+    (24, '09:50', '11:45')
+    >>> len(recent_slots(now, skip=[(now - timedelta(hours=1), now)]))  # 11:00 on an event: 09:50 to 10:55 left
+    14
     """
     end = floor_slot(now - METRIC_LAG)
     window = [end - (i + 1) * SLOT for i in reversed(range(int(RECENT / SLOT)))]
-    window = [s for s in window if not any(s < stop and s + SLOT > begin for begin, stop in skip)]
+    return [s for s in window if not any(s < stop and s + SLOT > begin for begin, stop in skip)]
+
+
+def level_ratio(actual: DemandSeries, slots: Sequence[datetime], expected: Sequence[float | None]) -> float:
+    """How far below what was expected of ``slots`` the variant served in them (1.0: not below it by more than
+    noise, or too little to say).
+
+    The ratio of the recorded requests to the expected ones over the slots that have both; 1.0 with fewer than
+    ``MIN_RECENT_SLOTS`` such slots or a ratio at or above ``LEVEL_DEADBAND``, and at least ``MIN_LEVEL_RATIO``.
+    ``expected`` is the forecast of each slot (from the weeks before it), or the configured level where the
+    history is too short to forecast from.
+
+    Examples
+    --------
+    A day at 6 requests/s where 10 were expected, then one at 9.2 (noise), then one with too few slots to say:
+
+    >>> t0 = datetime(2026, 12, 28, tzinfo=UTC)
+    >>> slots = [t0 + i * SLOT for i in range(24)]
+    >>> level_ratio(DemandSeries(t0, (6.0,) * 24), slots, [10.0] * 24)
+    0.6
+    >>> level_ratio(DemandSeries(t0, (9.2,) * 24), slots, [10.0] * 24)
+    1.0
+    >>> level_ratio(DemandSeries(t0, (6.0,) * 24), slots, [None] * 13 + [10.0] * 11)
+    1.0
+    """
     pairs: list[tuple[float, float]] = []
-    for slot, wanted in zip(window, forecast(series, now, window, growth), strict=True):
-        seen = series.at(slot)
+    for slot, wanted in zip(slots, expected, strict=True):
+        seen = actual.at(slot)
         if seen is not None and wanted is not None:
             pairs.append((seen, wanted))
     total = sum(wanted for _, wanted in pairs)

@@ -26,6 +26,7 @@ from fleetops.prescale.forecast import (
     floor_slot,
     forecast,
     level_ratio,
+    recent_slots,
     weekly_growth,
 )
 from fleetops.prescale.models import ForecastSummary, OverCap, Step
@@ -34,6 +35,7 @@ from fleetops.prescale.models import ForecastSummary, OverCap, Step
 @dataclass(frozen=True)
 class HistoryPlan:
     current: int
+    uncorrected: int  # the level in force now without today's level (what MinCapacity holds if the plan set it)
     steps: list[Step]
     summary: ForecastSummary
     sizes: list[EventSize]
@@ -141,7 +143,8 @@ def plan_from_history(
     event_spans = [(o.start - event_sizes.EARLY, o.end + event_sizes.LATE) for o in events]
     usual = everyday(history, event_spans)
     growth = weekly_growth(usual)
-    ratio = level_ratio(history, now, growth, event_spans)
+    recent = recent_slots(now, event_spans)
+    ratio = level_ratio(history, recent, forecast(usual, now, recent, growth))
     learned = _learn_sizes(events, history, usual, settings)
     lead = timedelta(minutes=settings.lead_time_minutes)
     delay = timedelta(minutes=settings.scale_in_delay_minutes)
@@ -182,6 +185,9 @@ def plan_from_history(
 
     start_i = slots.index(first)
     current = level(start_i)
+    # The same level without today's level: MinCapacity holds it now if this plan's earlier runs set it.
+    plain = [_need(variant, rps * up) for rps, up in zip(everyday_rps[: start_i + after + 1], lift, strict=False)]
+    uncorrected = max(variant.floor, min(variant.cap, max(plain[max(0, start_i - before) :])))
     steps: list[Step] = []
     previous = current
     for i in range(start_i + 1, len(slots)):
@@ -204,4 +210,6 @@ def plan_from_history(
     )
     over = _over_cap(variant, [slots[i] for i in horizon], [demand[i] for i in horizon], [needs[i] for i in horizon])
     sizes = sorted((size for size, _ in learned.values()), key=lambda s: s.name)
-    return HistoryPlan(current=current, steps=steps, summary=summary, sizes=sizes, over_cap=over)
+    return HistoryPlan(
+        current=current, uncorrected=uncorrected, steps=steps, summary=summary, sizes=sizes, over_cap=over
+    )

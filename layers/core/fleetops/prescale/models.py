@@ -24,7 +24,7 @@ class Step(StrictModel):
 
 
 class Change(StrictModel):
-    kind: Literal["create", "update", "delete", "raise_min", "release_min"]
+    kind: Literal["create", "update", "delete", "raise_min", "lower_min", "release_min"]
     endpoint_name: str
     variant_name: str
     name: str

@@ -5,6 +5,7 @@ Nothing here talks to AWS; every function is deterministic in its inputs, "now" 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -12,7 +13,12 @@ from zoneinfo import ZoneInfo
 from fleetops.calendar import Occurrence
 from fleetops.capacity import ScheduledAction, at_schedule, instances_for
 from fleetops.config import PrescaleSettings, VariantConfig
+from fleetops.prescale import event_sizes
+from fleetops.prescale.forecast import SLOT, DemandSeries, floor_slot, level_ratio, recent_slots
 from fleetops.prescale.models import ACTION_PREFIX, Change, Step
+
+#: How far ahead a correction by today's level is followed slot by slot (it has faded to nothing by then).
+TODAY_AHEAD = timedelta(hours=24)
 
 
 @dataclass(frozen=True)
@@ -37,44 +43,74 @@ def _windows(variant: VariantConfig, occurrences: list[Occurrence], settings: Pr
     return windows
 
 
-def _level_at(t: datetime, windows: list[_Window], baseline: int) -> tuple[int, list[_Window]]:
+def _level_at(t: datetime, windows: list[_Window], variant: VariantConfig, today: float) -> tuple[int, list[_Window]]:
     active = [w for w in windows if w.start <= t < w.end]
-    lowers = [w.level for w in active if not w.raises]
-    base = min(lowers) if lowers else baseline
+    lowers = [instances_for(variant, w.occurrence.multiplier * today) for w in active if not w.raises]
+    base = min(lowers) if lowers else instances_for(variant, today)
     return max([base, *(w.level for w in active if w.raises)]), active
 
 
-def _reason(active: list[_Window]) -> str:
-    if not active:
-        return "baseline"
-    return "; ".join(f"{w.occurrence.reason} (x{w.occurrence.multiplier:g})" for w in active)
+def _reason(active: list[_Window], today: float) -> str:
+    found = [f"{w.occurrence.reason} (x{w.occurrence.multiplier:g})" for w in active]
+    if today < 1.0:
+        found.append(f"today's level x{today:.2f}")
+    return "; ".join(found) or "baseline"
 
 
 def timeline(
-    variant: VariantConfig, occurrences: list[Occurrence], settings: PrescaleSettings, now: datetime
+    variant: VariantConfig,
+    occurrences: list[Occurrence],
+    settings: PrescaleSettings,
+    now: datetime,
+    today: Callable[[datetime], float] | None = None,
 ) -> tuple[int, list[Step]]:
     """The MinCapacity in force at ``now`` and every change of it within the planning horizon.
 
     Overlapping events take the larger capacity; off-peak windows lower the baseline but never an event.
-    Each step is expressed in the time zone of the calendar entry whose edge caused it.
+    Each step is expressed in the time zone of the calendar entry whose edge caused it. ``today`` scales the
+    levels outside events at each moment (today's level, fading with the hours ahead); its steps fall on slots
+    and are in UTC.
     """
     windows = _windows(variant, occurrences, settings)
-    baseline = instances_for(variant, 1.0)
+    scale = today or (lambda _: 1.0)
     horizon_end = now + timedelta(hours=settings.planning_horizon_hours)
     edges: dict[datetime, str] = {}
     for w in windows:
         for edge in (w.start, w.end):
             if now < edge <= horizon_end:
                 edges.setdefault(edge, w.occurrence.timezone)
-    current, _ = _level_at(now, windows, baseline)
+    if today is not None:  # the level may change between the calendar's edges as the correction fades
+        first = floor_slot(now)
+        for k in range(1, int(TODAY_AHEAD / SLOT) + 1):
+            if (edge := first + k * SLOT) <= horizon_end:
+                edges.setdefault(edge, "UTC")
+    current, _ = _level_at(now, windows, variant, scale(now))
     steps: list[Step] = []
     previous = current
     for edge in sorted(edges):
-        level, active = _level_at(edge, windows, baseline)
+        level, active = _level_at(edge, windows, variant, scale(edge))
         if level != previous:
-            steps.append(Step(at=edge, min_capacity=level, timezone=edges[edge], reason=_reason(active)))
+            reason = _reason(active, scale(edge))
+            steps.append(Step(at=edge, min_capacity=level, timezone=edges[edge], reason=reason))
             previous = level
     return current, steps
+
+
+def configured_today(
+    variant: VariantConfig, occurrences: Sequence[Occurrence], now: datetime, history: DemandSeries
+) -> float:
+    """Today's level against the configured one (``baseline_rps``, an off-peak window's multiplier where one is
+    in force), from a history too short to forecast from; event windows (widened as in the forecast) left out.
+
+    A new endpoint quieter than its configuration is planned at what it really serves for the hours ahead.
+    """
+    events = [(o.start - event_sizes.EARLY, o.end + event_sizes.LATE) for o in occurrences if o.raises]
+    slots = recent_slots(now, events)
+    expected = []
+    for slot in slots:
+        quiet = [o.multiplier for o in occurrences if not o.raises and o.start <= slot < o.end]
+        expected.append(variant.baseline_rps * min(quiet, default=1.0))
+    return level_ratio(history, slots, expected)
 
 
 def within_quota(current: int, steps: list[Step], limit: int, horizon_end: datetime) -> tuple[list[Step], list[Step]]:

@@ -24,6 +24,7 @@ from fleetops.config import EndpointConfig, FleetConfig, VariantConfig
 from fleetops.prescale import findings, planner, raise_release
 from fleetops.prescale.calendar_table import CalendarTable
 from fleetops.prescale.demand_history import DemandHistory
+from fleetops.prescale.forecast import DemandSeries, corrected
 from fleetops.prescale.forecast_plan import HistoryPlan, plan_from_history
 from fleetops.prescale.models import ACTION_PREFIX, ACTOR, Change, ForecastSummary, Plan, VariantPlan
 from fleetops.remediation.alarm_states import AlarmStates
@@ -36,7 +37,7 @@ class UnmanagedVariantError(LookupError):
 
 LEASE_TTL_S = 120
 CAPACITY = LeaseScope.CAPACITY
-_APPLY_ORDER = {"raise_min": 0, "release_min": 1, "create": 2, "update": 3, "delete": 4}
+_APPLY_ORDER = {"raise_min": 0, "lower_min": 1, "release_min": 2, "create": 3, "update": 4, "delete": 5}
 
 
 @dataclass
@@ -77,11 +78,23 @@ def load_calendar(
 
 
 def _configured(
-    variant: VariantConfig, found: list[Occurrence], config: FleetConfig, now: datetime, why: str
+    variant: VariantConfig,
+    found: list[Occurrence],
+    config: FleetConfig,
+    now: datetime,
+    why: str,
+    history: DemandSeries | None = None,
 ) -> HistoryPlan:
-    current, steps = planner.timeline(variant, found, config.prescale, now)
-    summary = ForecastSummary(source="configuration", why=why, configured_baseline_rps=variant.baseline_rps)
-    return HistoryPlan(current=current, steps=steps, summary=summary, sizes=[], over_cap=[])
+    ratio = planner.configured_today(variant, found, now, history) if history is not None else 1.0
+    if ratio < 1.0:
+        why = f"{why}; today's level x{ratio:.2f} lowers the hours ahead"
+    today = (lambda at: corrected(1.0, ratio, at, now)) if ratio < 1.0 else None
+    current, steps = planner.timeline(variant, found, config.prescale, now, today)
+    uncorrected = planner.timeline(variant, found, config.prescale, now)[0] if today else current
+    summary = ForecastSummary(
+        source="configuration", why=why, level_ratio=round(ratio, 3), configured_baseline_rps=variant.baseline_rps
+    )
+    return HistoryPlan(current=current, uncorrected=uncorrected, steps=steps, summary=summary, sizes=[], over_cap=[])
 
 
 def plan_variant(
@@ -107,7 +120,7 @@ def plan_variant(
     days = series.days_recorded()
     if days < settings.min_history_days:
         why = f"{days:.1f} days of Invocations history, {settings.min_history_days:g} needed: configured levels"
-        return _configured(variant, found, config, now, why)
+        return _configured(variant, found, config, now, why, series)
     return plan_from_history(variant, found, settings, now, series)
 
 
@@ -160,6 +173,21 @@ def plan_endpoint(
                     after={"min_capacity": plan.current, "max_capacity": max(target.max_capacity, plan.current)},
                 )
             )
+        elif plan.current < target.min_capacity <= plan.uncorrected:
+            # Today's level needs fewer now, and MinCapacity is no higher than this plan would hold without it (so
+            # not an operator's raise above the plan; a responder's raise is kept below): lower it now, as the
+            # scheduled actions only change it at their own times.
+            changes.append(
+                Change(
+                    kind="lower_min",
+                    endpoint_name=endpoint.name,
+                    variant_name=variant.name,
+                    name=f"{endpoint.name}/{variant.name}",
+                    reason=f"today's level x{plan.summary.level_ratio:g} needs {plan.current} now",
+                    before={"min_capacity": target.min_capacity, "max_capacity": target.max_capacity},
+                    after={"min_capacity": plan.current, "max_capacity": target.max_capacity},
+                )
+            )
         plans.append(
             VariantPlan(
                 endpoint_name=endpoint.name,
@@ -177,7 +205,7 @@ def plan_endpoint(
 
 
 def _apply(change: Change, autoscaling: AutoScaling) -> None:
-    if change.kind == "raise_min":
+    if change.kind in ("raise_min", "lower_min"):
         assert isinstance(change.after, dict)
         autoscaling.set_capacity(
             change.endpoint_name, change.variant_name, change.after["min_capacity"], change.after["max_capacity"]
@@ -290,6 +318,9 @@ def reconcile(
         for plan in plans:
             findings.report(plan, deps.audit, deps.notifier, trigger, now, dry_run=held_back)
         if deps.raises is not None:
+            raised = {r.variant_name for r in deps.raises.raises(endpoint.name)}
+            # A responder raise stands until its release: today's level does not lower MinCapacity under it.
+            planned = [c for c in planned if not (c.kind == "lower_min" and c.variant_name in raised)]
             planned += raise_release.release_changes(
                 deps.raises, deps.autoscaling, deps.raise_hold, endpoint.name, plans, now, deps.alarm_states
             )
