@@ -30,6 +30,8 @@ Keys are ``<metric>__<scenario>`` and ``<metric>__worst`` (the worst scenario's)
   or queued more than a second (the latency the GPU hours were saved with).
 - ``unseen_<metric>__<scenario>-<knob>``: the same figures on :data:`UNSEEN`, the scenarios with knobs the
   defaults were not tuned on, and their own ``__worst``.
+- ``new_endpoint_<metric>__<scenario>``: the judged week alone, played as a new endpoint's first week (no
+  history before it: the reconciler reads only what has been played), on :data:`NEW_ENDPOINT`'s scenarios.
 - ``*_before``: the policy the forecast replaced (configured levels, lead 60 min, headroom 1.25, target tracking
   on one-minute invocations at 200) on the same scenario, for the before/after comparison.
 - ``*__rollout-friday``: ``baseline-1x`` again with a canary rollout of the default steps (5, 25, 50, 75, then
@@ -51,7 +53,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +81,8 @@ UNSEEN: tuple[tuple[str, str, dict[str, Any]], ...] = (
 POLICIES = ("reactive", "project", "oracle")
 PLOTTED = "event-early-30pct"
 #: The rollout scenario: which week, and how long before the judged Friday's release the rollout starts.
+#: Played as a new endpoint's first week: an endpoint quieter than, as busy as and busier than its configuration.
+NEW_ENDPOINT = ("baseline-0.5x", "baseline-1x", "baseline-2x")
 ROLLOUT_SCENARIO = "baseline-1x"
 ROLLOUT_LEAD = timedelta(hours=1)
 PLOT = Path(__file__).resolve().parent / "results" / "release_day.png"
@@ -103,17 +107,19 @@ def before(setup: Setup) -> Setup:
     return replace(old, tracking=(TargetTrackingSpec(INVOCATIONS_PER_INSTANCE, 200.0, 60, 600),))
 
 
-def _scenario(scenario: Scenario, setup: Setup) -> tuple[dict[str, float], float, float]:
+def _scenario(scenario: Scenario, setup: Setup, *, new_endpoint: bool = False) -> tuple[dict[str, float], float, float]:
     setup = setup_for(scenario, setup)
     entries, _ = setup.calendar()
     trace = generate(scenario, setup.variant, entries, setup.endpoint.name)
-    since = scenario.judged_from
+    since: datetime | None = scenario.judged_from
+    if new_endpoint:  # the judged week alone: nothing before it to read
+        trace, since = judged(trace, since), None
     started = time.perf_counter()
     runs = run_policies(trace, setup, seed=SEED, policies=POLICIES, judge_from=since)
     elapsed = time.perf_counter() - started
     price = setup.variant.price_per_instance_hour
     s: dict[str, Summary] = {name: summarize(r.minutes, trace, setup.params, price) for name, r in runs.items()}
-    if scenario.name == PLOTTED:
+    if scenario.name == PLOTTED and not new_endpoint:
         minutes = {name: r.minutes for name, r in runs.items()}
         title = f"{scenario.name}: {scenario.description} (judged week, seed {SEED})"
         plot(minutes, judged(trace, since), PLOT, title)
@@ -175,6 +181,10 @@ def run() -> dict[str, float]:
         row, elapsed, played = _scenario(world, setup)
         seconds, days = seconds + elapsed, days + played
         results.update({f"unseen_{metric}__{world.name}": value for metric, value in row.items()})
+    for name in NEW_ENDPOINT:
+        row, elapsed, played = _scenario(next(s for s in SCENARIOS if s.name == name), setup, new_endpoint=True)
+        seconds, days = seconds + elapsed, days + played
+        results.update({f"new_endpoint_{metric}__{name}": value for metric, value in row.items()})
     results.update({f"{metric}__rollout-friday": v for metric, v in _rollout_across_friday(setup).items()})
     metrics = sorted({key.split("__")[0] for key in results})
     for metric in metrics:

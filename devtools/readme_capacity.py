@@ -68,7 +68,7 @@ def scenario_table(results: Path = RESULTS) -> str:
         f"short (`shortfall_to_first_capacity_request_s`). The most scheduled actions kept at once: "
         f"{r['scheduled_actions_max__worst']:.0f}.",
     ]
-    return "\n".join([*lines, "", unseen_table(r)])
+    return "\n".join([*lines, "", unseen_table(r), "", new_endpoint_table(r)])
 
 
 def unseen_table(r: dict[str, Figure]) -> str:
@@ -92,6 +92,26 @@ def unseen_table(r: dict[str, Figure]) -> str:
                 f"({r[f'unseen_failed_in_unannounced_spike_reactive__{name}']:,.0f})"
             )
         lines.append(f"| {name} {_shared_cells(r, 'unseen_', name)}| {spikes} |")
+    return "\n".join(lines)
+
+
+def new_endpoint_table(r: dict[str, Figure]) -> str:
+    """The judged weeks alone, as a new endpoint's first week (``release_day.NEW_ENDPOINT``)."""
+    prefix = "new_endpoint_gpu_hours_project_vs_oracle__"
+    names = sorted(k.removeprefix(prefix) for k in r if k.startswith(prefix) and not k.endswith("__worst"))
+    lines = [
+        "Played as a new endpoint's first week (the judged week alone, with no history before it: the configured "
+        "levels, lowered by today's level where the traffic runs below them; before: the configured levels alone):",
+        "",
+        _SHARED_HEADER + "| before: on events / GPU hours |",
+        "|---|---|---|---|---|",
+    ]
+    for name in names:
+        before = (
+            f"{_pct(r[f'new_endpoint_failed_pct_on_calendar_events_before__{name}'])} / "
+            f"{r[f'new_endpoint_gpu_hours_before_vs_oracle__{name}']:.3f}"
+        )
+        lines.append(f"| {name} {_shared_cells(r, 'new_endpoint_', name)}| {before} |")
     return "\n".join(lines)
 
 
