@@ -38,7 +38,7 @@ class PlannedForecast(BaseModel):
     why: str
     history_days: float
     weekly_growth: float
-    level_ratio: float  # today's level over the forecast where lower beyond noise (lowers the hours ahead)
+    level_ratio: float  # today's level over the expected one beyond noise, else 1 (fleetops ForecastSummary)
     configured_baseline_rps: float
     forecast_low_rps: float | None  # the horizon's quietest and busiest everyday slot (history only)
     forecast_peak_rps: float | None

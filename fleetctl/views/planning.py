@@ -27,16 +27,24 @@ def source_line(forecast: PlannedForecast) -> str:
     ...     history_days=0, weekly_growth=1, level_ratio=1, configured_baseline_rps=12, forecast_low_rps=None,
     ...     forecast_peak_rps=None))
     'plan from the configured levels (baseline 12 req/s): no history reader'
+    >>> line = source_line(PlannedForecast(source="configuration", why="3.0 days of Invocations history, 7 needed: "
+    ...     "configured levels", history_days=0, weekly_growth=1, level_ratio=2, configured_baseline_rps=12,
+    ...     forecast_low_rps=None, forecast_peak_rps=None))
+    >>> line.split(": ", 1)[1]
+    '3.0 days of Invocations history, 7 needed, today x2.00 (the events ahead raised)'
     """
+    today = ""
+    if forecast.level_ratio != 1:
+        effect = "the hours ahead lowered" if forecast.level_ratio < 1 else "the events ahead raised"
+        today = f", today x{forecast.level_ratio:.2f} ({effect})"
     if forecast.source == "history":
         low, peak = forecast.forecast_low_rps or 0.0, forecast.forecast_peak_rps or 0.0
-        today = f", today x{forecast.level_ratio:.2f} (the hours ahead lowered)" if forecast.level_ratio < 1 else ""
         return (
             f"plan from {forecast.history_days:.1f} days of its own Invocations: everyday {low:.1f}-{peak:.1f} req/s, "
             f"trend x{forecast.weekly_growth:.2f}/week{today}"
         )
     baseline = f"baseline {forecast.configured_baseline_rps:g} req/s"
-    return f"plan from the configured levels ({baseline}): {configured_why(forecast.why)}"
+    return f"plan from the configured levels ({baseline}): {configured_why(forecast.why)}{today}"
 
 
 def _used(size: PlannedEventSize) -> str:

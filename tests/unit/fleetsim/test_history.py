@@ -87,7 +87,7 @@ def test_a_trace_played_without_history_is_planned_as_a_new_endpoint_quieter_tha
     [variant] = prescale.last_plan.variants
     assert variant.forecast is not None
     assert (variant.forecast.source, variant.forecast.level_ratio) == ("configuration", 0.5)
-    assert "today's level x0.50 lowers the hours ahead" in variant.forecast.why
+    assert variant.forecast.why.endswith("days of Invocations history, 7 needed: configured levels")
     minutes = runs["project"].minutes
     assert minutes[0].min_capacity == 4  # the first run has no two hours to read yet
     later = [m.min_capacity for m in minutes[3 * 60 :]]

@@ -66,6 +66,17 @@ def test_today_scales_the_levels_outside_events_and_its_steps_fall_on_slots_in_u
     assert steps[0].reason == "today's level x0.75"
 
 
+def test_a_busier_day_raises_the_events_and_leaves_the_everyday_level() -> None:
+    # Today at 1.5 of the configured level: the x1.5 event is sized at 12 x 2.25 x 1.25 / 4 = 8.4 -> 9 instances
+    # (6 as configured); outside it the baseline stays 4 (target tracking serves the everyday traffic).
+    event = occ("2026-12-04T12:00", "2026-12-04T13:00", 1.5)
+    current, steps = planner.timeline(VARIANT, [event], SETTINGS, utc("2026-12-04T00:00"), lambda _: 1.5)
+
+    assert current == 4
+    assert [(s.at, s.min_capacity) for s in steps] == [(utc("2026-12-04T10:00"), 9), (utc("2026-12-04T13:15"), 4)]
+    assert steps[0].reason == "e (x1.5); today's level x1.50"
+
+
 def test_todays_level_against_the_configured_one_counts_off_peak_and_leaves_events_out() -> None:
     # The last two hours, 07:50 to 09:50 (ending 10 minutes before now): two slots of the x0.4 off-peak night
     # (4.8 expected) at 3 req/s, then 22 at 6 where 12 were expected: (2 x 3 + 22 x 6) / (2 x 4.8 + 22 x 12) =
@@ -78,6 +89,9 @@ def test_todays_level_against_the_configured_one_counts_off_peak_and_leaves_even
     assert planner.configured_today(VARIANT, [night], now, history) == 0.504386
     event = occ("2026-12-04T08:30", "2026-12-04T09:00", 2, "drop")
     assert planner.configured_today(VARIANT, [night, event], now, history) == 1.0
+    # Busier than configured is read as well (a new endpoint's events are sized from it): 24 req/s is x2.
+    busy = DemandSeries(start, (24.0,) * 72)
+    assert planner.configured_today(VARIANT, [], now, busy) == 2.0
 
 
 def test_action_names_are_deterministic_and_in_utc() -> None:

@@ -50,6 +50,9 @@ LEVEL_MEMORY = timedelta(hours=6)
 LEVEL_DEADBAND = 0.9
 #: The largest cut: a quiet spell never lowers the forecast below half.
 MIN_LEVEL_RATIO = 0.5
+#: Where a level above the expected one is used at all (a new endpoint's events, sized from its configuration), a
+#: ratio up to 1 / ``LEVEL_DEADBAND`` is noise, and at most this much is believed.
+MAX_LEVEL_RATIO = 3.0
 
 Span = tuple[datetime, datetime]
 
@@ -210,14 +213,16 @@ def recent_slots(now: datetime, skip: Sequence[Span] = ()) -> list[datetime]:
     return [s for s in window if not any(s < stop and s + SLOT > begin for begin, stop in skip)]
 
 
-def level_ratio(actual: DemandSeries, slots: Sequence[datetime], expected: Sequence[float | None]) -> float:
-    """How far below what was expected of ``slots`` the variant served in them (1.0: not below it by more than
-    noise, or too little to say).
+def level_ratio(
+    actual: DemandSeries, slots: Sequence[datetime], expected: Sequence[float | None], *, above: bool = False
+) -> float:
+    """How far below (or, with ``above``, also above) what was expected of ``slots`` the variant served in them
+    (1.0: within noise, or too little to say).
 
     The ratio of the recorded requests to the expected ones over the slots that have both; 1.0 with fewer than
-    ``MIN_RECENT_SLOTS`` such slots or a ratio at or above ``LEVEL_DEADBAND``, and at least ``MIN_LEVEL_RATIO``.
-    ``expected`` is the forecast of each slot (from the weeks before it), or the configured level where the
-    history is too short to forecast from.
+    ``MIN_RECENT_SLOTS`` such slots, or at or above ``LEVEL_DEADBAND`` (up to its inverse with ``above``), and
+    within ``[MIN_LEVEL_RATIO, MAX_LEVEL_RATIO]``. ``expected`` is the forecast of each slot (from the weeks
+    before it), or the configured level where the history is too short to forecast from.
 
     Examples
     --------
@@ -231,6 +236,12 @@ def level_ratio(actual: DemandSeries, slots: Sequence[datetime], expected: Seque
     1.0
     >>> level_ratio(DemandSeries(t0, (6.0,) * 24), slots, [None] * 13 + [10.0] * 11)
     1.0
+    >>> level_ratio(DemandSeries(t0, (25.0,) * 24), slots, [10.0] * 24)  # busier: left to target tracking
+    1.0
+    >>> level_ratio(DemandSeries(t0, (25.0,) * 24), slots, [10.0] * 24, above=True)
+    2.5
+    >>> level_ratio(DemandSeries(t0, (10.8,) * 24), slots, [10.0] * 24, above=True)  # 8 % above: noise
+    1.0
     """
     pairs: list[tuple[float, float]] = []
     for slot, wanted in zip(slots, expected, strict=True):
@@ -241,7 +252,9 @@ def level_ratio(actual: DemandSeries, slots: Sequence[datetime], expected: Seque
     if len(pairs) < MIN_RECENT_SLOTS or total <= 0:
         return 1.0
     ratio = sum(seen for seen, _ in pairs) / total
-    return 1.0 if ratio >= LEVEL_DEADBAND else round(max(MIN_LEVEL_RATIO, ratio), 6)
+    if ratio >= LEVEL_DEADBAND and (not above or ratio <= 1 / LEVEL_DEADBAND):
+        return 1.0
+    return round(min(MAX_LEVEL_RATIO, max(MIN_LEVEL_RATIO, ratio)), 6)
 
 
 def corrected(rps: float, ratio: float, slot: datetime, now: datetime) -> float:

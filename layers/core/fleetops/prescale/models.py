@@ -42,7 +42,9 @@ class ForecastSummary(StrictModel):
     why: str
     history_days: float = 0.0
     weekly_growth: float = 1.0
-    level_ratio: float = 1.0  # the last two hours over their forecast, where lower beyond noise (else 1.0)
+    # The last two hours over their forecast (or, from a short history, the configured level) where off it beyond
+    # noise, else 1.0: below 1 it lowers the hours ahead; above 1 (configured levels only) it raises the events ahead.
+    level_ratio: float = 1.0
     configured_baseline_rps: float
     forecast_low_rps: float | None = None  # the horizon's quietest and busiest everyday slot
     forecast_peak_rps: float | None = None

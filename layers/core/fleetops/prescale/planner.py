@@ -25,34 +25,35 @@ TODAY_AHEAD = timedelta(hours=24)
 class _Window:
     start: datetime
     end: datetime
-    level: int
     raises: bool  # events (multiplier >= 1) raise capacity; off-peak windows lower it
     occurrence: Occurrence
 
 
-def _windows(variant: VariantConfig, occurrences: list[Occurrence], settings: PrescaleSettings) -> list[_Window]:
+def _windows(occurrences: list[Occurrence], settings: PrescaleSettings) -> list[_Window]:
     lead = timedelta(minutes=settings.lead_time_minutes)
     delay = timedelta(minutes=settings.scale_in_delay_minutes)
     windows = []
     for occ in sorted(occurrences, key=lambda o: (o.start, o.name)):
-        level = instances_for(variant, occ.multiplier)
         if occ.multiplier >= 1:
-            windows.append(_Window(occ.start - lead, occ.end + delay, level, True, occ))
+            windows.append(_Window(occ.start - lead, occ.end + delay, True, occ))
         else:  # lowering needs no lead time: capacity goes down when the quiet hours start
-            windows.append(_Window(occ.start, occ.end, level, False, occ))
+            windows.append(_Window(occ.start, occ.end, False, occ))
     return windows
 
 
 def _level_at(t: datetime, windows: list[_Window], variant: VariantConfig, today: float) -> tuple[int, list[_Window]]:
+    """The level at ``t``; ``today`` below 1 lowers the levels outside events, above 1 raises the events'."""
     active = [w for w in windows if w.start <= t < w.end]
-    lowers = [instances_for(variant, w.occurrence.multiplier * today) for w in active if not w.raises]
-    base = min(lowers) if lowers else instances_for(variant, today)
-    return max([base, *(w.level for w in active if w.raises)]), active
+    quieter, busier = min(today, 1.0), max(today, 1.0)
+    lowers = [instances_for(variant, w.occurrence.multiplier * quieter) for w in active if not w.raises]
+    base = min(lowers) if lowers else instances_for(variant, quieter)
+    raises = [instances_for(variant, w.occurrence.multiplier * busier) for w in active if w.raises]
+    return max([base, *raises]), active
 
 
 def _reason(active: list[_Window], today: float) -> str:
     found = [f"{w.occurrence.reason} (x{w.occurrence.multiplier:g})" for w in active]
-    if today < 1.0:
+    if today != 1.0 and (today < 1.0 or any(w.raises for w in active)):
         found.append(f"today's level x{today:.2f}")
     return "; ".join(found) or "baseline"
 
@@ -67,11 +68,11 @@ def timeline(
     """The MinCapacity in force at ``now`` and every change of it within the planning horizon.
 
     Overlapping events take the larger capacity; off-peak windows lower the baseline but never an event.
-    Each step is expressed in the time zone of the calendar entry whose edge caused it. ``today`` scales the
-    levels outside events at each moment (today's level, fading with the hours ahead); its steps fall on slots
-    and are in UTC.
+    Each step is expressed in the time zone of the calendar entry whose edge caused it. ``today`` is today's
+    level at each moment (fading with the hours ahead): below 1 it lowers the levels outside events, above 1 it
+    raises the events'; the steps it causes fall on slots and are in UTC.
     """
-    windows = _windows(variant, occurrences, settings)
+    windows = _windows(occurrences, settings)
     scale = today or (lambda _: 1.0)
     horizon_end = now + timedelta(hours=settings.planning_horizon_hours)
     edges: dict[datetime, str] = {}
@@ -102,7 +103,8 @@ def configured_today(
     """Today's level against the configured one (``baseline_rps``, an off-peak window's multiplier where one is
     in force), from a history too short to forecast from; event windows (widened as in the forecast) left out.
 
-    A new endpoint quieter than its configuration is planned at what it really serves for the hours ahead.
+    A new endpoint quieter than its configuration is planned at what it really serves for the hours ahead; one
+    busier than it has its events ahead sized from what it serves (an entry's multiplier is over the baseline).
     """
     events = [(o.start - event_sizes.EARLY, o.end + event_sizes.LATE) for o in occurrences if o.raises]
     slots = recent_slots(now, events)
@@ -110,7 +112,7 @@ def configured_today(
     for slot in slots:
         quiet = [o.multiplier for o in occurrences if not o.raises and o.start <= slot < o.end]
         expected.append(variant.baseline_rps * min(quiet, default=1.0))
-    return level_ratio(history, slots, expected)
+    return level_ratio(history, slots, expected, above=True)
 
 
 def within_quota(current: int, steps: list[Step], limit: int, horizon_end: datetime) -> tuple[list[Step], list[Step]]:

@@ -86,9 +86,7 @@ def _configured(
     history: DemandSeries | None = None,
 ) -> HistoryPlan:
     ratio = planner.configured_today(variant, found, now, history) if history is not None else 1.0
-    if ratio < 1.0:
-        why = f"{why}; today's level x{ratio:.2f} lowers the hours ahead"
-    today = (lambda at: corrected(1.0, ratio, at, now)) if ratio < 1.0 else None
+    today = (lambda at: corrected(1.0, ratio, at, now)) if ratio != 1.0 else None
     current, steps = planner.timeline(variant, found, config.prescale, now, today)
     uncorrected = planner.timeline(variant, found, config.prescale, now)[0] if today else current
     summary = ForecastSummary(
