@@ -101,7 +101,8 @@ def new_endpoint_table(r: dict[str, Figure]) -> str:
     names = sorted(k.removeprefix(prefix) for k in r if k.startswith(prefix) and not k.endswith("__worst"))
     lines = [
         "Played as a new endpoint's first week (the judged week alone, with no history before it: the configured "
-        "levels, lowered by today's level where the traffic runs below them; before: the configured levels alone):",
+        "levels, lowered by today's level where the traffic runs below them and the events sized up where it runs "
+        "above; before: the configured levels alone):",
         "",
         _SHARED_HEADER + "| before: on events / GPU hours |",
         "|---|---|---|---|---|",
