@@ -133,7 +133,10 @@ def test_reject_at_an_approval_rolls_back_to_the_old_model(rollout: wf.RolloutWo
 
 
 def test_analysis_failing_at_25_percent_rolls_back_without_a_human(rollout: wf.RolloutWorkflow) -> None:
-    request = rollout_request(approval_steps=[100])
+    # A 3-second bake: the traffic thread reads the canary's weight before it publishes, so the first interval
+    # in a step's window may still be the step before's. With a 1-second bake, on a fast machine that interval
+    # was the whole window once (300 requests, no errors: a pass at 25 %).
+    request = rollout_request(approval_steps=[100], bake_seconds=3)
 
     def canary(weight: float) -> dict[str, Any]:  # a bug that shows only under more load
         return HEALTHY | {"errors": 60} if weight >= 25 else HEALTHY
