@@ -201,8 +201,7 @@ def run_policies(
     With ``judge_from`` the policies run from there on, and the trace before it is history: the project's
     reconciler reads it (and what has been played so far) from a simulated CloudWatch that ends at the simulated
     now. Without it, the whole trace is played and the reconciler reads only what has been played so far, as
-    a new endpoint's would: configured levels (lowered by today's level where it runs below them) until it has
-    ``min_history_days``.
+    a new endpoint's would: configured levels (adjusted by today's level) until it has ``min_history_days``.
     """
     played = judged(trace, judge_from)
     runs: dict[str, PolicyRun] = {}

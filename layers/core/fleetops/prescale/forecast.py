@@ -1,6 +1,6 @@
 """Demand forecast from a variant's own history: a seasonal (same slot of past weeks) median with a weekly trend.
 
-The model, in three lines:
+The model, in four lines:
 
 1. *Everyday demand*: the history with every calendar event window cut out and bridged by a straight line
    between the slots on either side, so release nights never inflate the baseline (:func:`everyday`).
