@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -19,7 +19,7 @@ from fleetops.aws.lease import EndpointLease, LeaseScope
 from fleetops.aws.notifier import Notifier
 from fleetops.aws.switches import KillSwitch
 from fleetops.calendar import CalendarEntry, InvalidEntry, Occurrence, parse_entries
-from fleetops.capacity import ScheduledAction
+from fleetops.capacity import ScalableTarget, ScheduledAction
 from fleetops.config import EndpointConfig, FleetConfig, VariantConfig
 from fleetops.prescale import findings, planner, raise_release
 from fleetops.prescale.calendar_table import CalendarTable
@@ -157,35 +157,15 @@ def plan_endpoint(
         reasons = {a.name: s.reason for a, s in zip(desired, steps, strict=True)}
         changes += planner.diff(desired, actual, reasons)
         if target.min_capacity < plan.current:
-            # Only ever raise now; lowering is left to the scheduled actions and the autoscaler.
-            changes.append(
-                Change(
-                    kind="raise_min",
-                    endpoint_name=endpoint.name,
-                    variant_name=variant.name,
-                    name=f"{endpoint.name}/{variant.name}",
-                    reason="the plan needs more now"
-                    if plan.summary.source == "history"
-                    else "an event is in effect now",
-                    before={"min_capacity": target.min_capacity, "max_capacity": target.max_capacity},
-                    after={"min_capacity": plan.current, "max_capacity": max(target.max_capacity, plan.current)},
-                )
-            )
+            # Raised at once; lowering is left to the scheduled actions and the autoscaler, but for today's level.
+            why = "the plan needs more now" if plan.summary.source == "history" else "an event is in effect now"
+            changes.append(_min_change("raise_min", endpoint.name, variant.name, target, plan.current, why))
         elif plan.current < target.min_capacity <= plan.uncorrected:
             # Today's level needs fewer now, and MinCapacity is no higher than this plan would hold without it (so
             # not an operator's raise above the plan; a responder's raise is kept below): lower it now, as the
             # scheduled actions only change it at their own times.
-            changes.append(
-                Change(
-                    kind="lower_min",
-                    endpoint_name=endpoint.name,
-                    variant_name=variant.name,
-                    name=f"{endpoint.name}/{variant.name}",
-                    reason=f"today's level x{plan.summary.level_ratio:g} needs {plan.current} now",
-                    before={"min_capacity": target.min_capacity, "max_capacity": target.max_capacity},
-                    after={"min_capacity": plan.current, "max_capacity": target.max_capacity},
-                )
-            )
+            why = f"today's level x{plan.summary.level_ratio:g} needs {plan.current} now"
+            changes.append(_min_change("lower_min", endpoint.name, variant.name, target, plan.current, why))
         plans.append(
             VariantPlan(
                 endpoint_name=endpoint.name,
@@ -200,6 +180,26 @@ def plan_endpoint(
             )
         )
     return plans, changes
+
+
+def _min_change(
+    kind: Literal["raise_min", "lower_min"],
+    endpoint_name: str,
+    variant_name: str,
+    target: ScalableTarget,
+    minimum: int,
+    reason: str,
+) -> Change:
+    """MinCapacity set to ``minimum`` now (MaxCapacity raised to it where lower)."""
+    return Change(
+        kind=kind,
+        endpoint_name=endpoint_name,
+        variant_name=variant_name,
+        name=f"{endpoint_name}/{variant_name}",
+        reason=reason,
+        before={"min_capacity": target.min_capacity, "max_capacity": target.max_capacity},
+        after={"min_capacity": minimum, "max_capacity": max(target.max_capacity, minimum)},
+    )
 
 
 def _apply(change: Change, autoscaling: AutoScaling) -> None:
@@ -316,9 +316,10 @@ def reconcile(
         for plan in plans:
             findings.report(plan, deps.audit, deps.notifier, trigger, now, dry_run=held_back)
         if deps.raises is not None:
-            raised = {r.variant_name for r in deps.raises.raises(endpoint.name)}
-            # A responder raise stands until its release: today's level does not lower MinCapacity under it.
-            planned = [c for c in planned if not (c.kind == "lower_min" and c.variant_name in raised)]
+            if any(c.kind == "lower_min" for c in planned):
+                # A responder raise stands until its release: today's level does not lower MinCapacity under it.
+                raised = {r.variant_name for r in deps.raises.raises(endpoint.name)}
+                planned = [c for c in planned if not (c.kind == "lower_min" and c.variant_name in raised)]
             planned += raise_release.release_changes(
                 deps.raises, deps.autoscaling, deps.raise_hold, endpoint.name, plans, now, deps.alarm_states
             )
