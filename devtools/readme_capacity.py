@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from devtools.readme_bench import RESULTS, Figure, load
@@ -71,49 +72,52 @@ def scenario_table(results: Path = RESULTS) -> str:
     return "\n".join([*lines, "", unseen_table(r), "", new_endpoint_table(r)])
 
 
+def _scenario_rows(
+    r: dict[str, Figure], prefix: str, intro: str, last_header: str, last_cell: Callable[[str], str]
+) -> str:
+    """A table of the scenarios whose keys start with ``prefix``: the shared columns, then ``last_cell(name)``."""
+    first = f"{prefix}gpu_hours_project_vs_oracle__"
+    names = sorted(k.removeprefix(first) for k in r if k.startswith(first) and not k.endswith("__worst"))
+    lines = [intro, "", f"{_SHARED_HEADER}| {last_header} |", "|---|---|---|---|---|"]
+    lines += [f"| {name} {_shared_cells(r, prefix, name)}| {last_cell(name)} |" for name in names]
+    return "\n".join(lines)
+
+
 def unseen_table(r: dict[str, Figure]) -> str:
     """The same figures on the scenarios with knobs the defaults were not tuned on (``release_day.UNSEEN``)."""
-    prefix = "unseen_gpu_hours_project_vs_oracle__"
-    names = sorted(k.removeprefix(prefix) for k in r if k.startswith(prefix) and not k.endswith("__worst"))
-    lines = [
+
+    def spikes(name: str) -> str:
+        if f"unseen_failed_in_unannounced_spike_project__{name}" not in r:
+            return "—"
+        return (
+            f"{r[f'unseen_failed_in_unannounced_spike_project__{name}']:,.0f} "
+            f"({r[f'unseen_failed_in_unannounced_spike_reactive__{name}']:,.0f})"
+        )
+
+    intro = (
         "On the same scenarios with knobs the defaults were not tuned on (other seeds; `noise15`: per-minute noise "
         "0.15 instead of 0.08; `growth12`: +12 %/week; `weekend15`: weekends 1.5x; `night03`: a night at 0.3 of "
         "the humps' floor; `holiday`: the judged Wednesday at 0.55 of its usual traffic and Thursday at 0.7; "
-        "`walk12`: a level that wanders hour by hour in every week, log-sigma 0.12 an hour, 0.85 of it kept):",
-        "",
-        _SHARED_HEADER + "| failed in spikes, project (reactive) |",
-        "|---|---|---|---|---|",
-    ]
-    for name in names:
-        spikes = "—"
-        if f"unseen_failed_in_unannounced_spike_project__{name}" in r:
-            spikes = (
-                f"{r[f'unseen_failed_in_unannounced_spike_project__{name}']:,.0f} "
-                f"({r[f'unseen_failed_in_unannounced_spike_reactive__{name}']:,.0f})"
-            )
-        lines.append(f"| {name} {_shared_cells(r, 'unseen_', name)}| {spikes} |")
-    return "\n".join(lines)
+        "`walk12`: a level that wanders hour by hour in every week, log-sigma 0.12 an hour, 0.85 of it kept):"
+    )
+    return _scenario_rows(r, "unseen_", intro, "failed in spikes, project (reactive)", spikes)
 
 
 def new_endpoint_table(r: dict[str, Figure]) -> str:
     """The judged weeks alone, as a new endpoint's first week (``release_day.NEW_ENDPOINT``)."""
-    prefix = "new_endpoint_gpu_hours_project_vs_oracle__"
-    names = sorted(k.removeprefix(prefix) for k in r if k.startswith(prefix) and not k.endswith("__worst"))
-    lines = [
-        "Played as a new endpoint's first week (the judged week alone, with no history before it: the configured "
-        "levels, lowered by today's level where the traffic runs below them and the events sized up where it runs "
-        "above; before: the configured levels alone):",
-        "",
-        _SHARED_HEADER + "| before: on events / GPU hours |",
-        "|---|---|---|---|---|",
-    ]
-    for name in names:
-        before = (
+
+    def before(name: str) -> str:
+        return (
             f"{_pct(r[f'new_endpoint_failed_pct_on_calendar_events_before__{name}'])} / "
             f"{r[f'new_endpoint_gpu_hours_before_vs_oracle__{name}']:.3f}"
         )
-        lines.append(f"| {name} {_shared_cells(r, 'new_endpoint_', name)}| {before} |")
-    return "\n".join(lines)
+
+    intro = (
+        "Played as a new endpoint's first week (the judged week alone, with no history before it: the configured "
+        "levels, lowered by today's level where the traffic runs below them and the events sized up where it runs "
+        "above; before: the configured levels alone):"
+    )
+    return _scenario_rows(r, "new_endpoint_", intro, "before: on events / GPU hours", before)
 
 
 def sweep_table(results: Path = RESULTS) -> str:
