@@ -219,9 +219,14 @@ def test_today_s_level_never_lowers_a_minimum_capacity_someone_else_set(
     assert AutoScaling().get_target(EP, "primary").min_capacity == expected  # type: ignore[union-attr]
 
 
-def test_an_endpoint_with_a_week_of_history_or_less_keeps_the_configured_levels_and_says_so(
+def test_an_endpoint_with_a_week_of_history_or_less_keeps_the_configured_levels_lowered_to_what_it_serves(
     deps: PrescaleDeps,
 ) -> None:
+    # Five days of history (too few to forecast from): the configured levels, and the plan says so. The history
+    # ran at 8 req/s against a configured baseline of 12: today's level is 0.67. Now: 12 x 0.67 x 1.25 / 4 = 2.5
+    # -> 3 instances, not 4. The correction fades (0.67 ** exp(-hours / 6)) and 4 are needed again once it
+    # passes 0.8: 3.58 hours ahead, the 15:35 slot (no lead time: the configured baseline is a level, not a
+    # forecast ramp). Friday's entry keeps its configured x2.5 (10 instances).
     put_history(days=5)
 
     plan = reconcile(fleet_config(), deps, now=NOW, trigger="test", dry_run=False)
@@ -230,27 +235,8 @@ def test_an_endpoint_with_a_week_of_history_or_less_keeps_the_configured_levels_
     assert variant.forecast is not None
     assert variant.forecast.source == "configuration"
     assert variant.forecast.why == "5.0 days of Invocations history, 7 needed: configured levels"
-    # The configured baseline (12 rps -> 4 instances) and the entry's own x2.5 (-> 10 instances), as before, but
-    # for the hours ahead: see the next test.
-    assert [level for _, level in levels()][-2:] == [10, 4]
-    assert variant.event_sizes == []
-
-
-def test_a_new_endpoint_quieter_than_its_configuration_is_planned_at_what_it_serves_for_the_hours_ahead(
-    deps: PrescaleDeps,
-) -> None:
-    # Five days of history (too few to forecast from) at 8 req/s, against a configured baseline of 12: today's
-    # level is 0.67. Now: 12 x 0.67 x 1.25 / 4 = 2.5 -> 3 instances, not 4. The correction fades
-    # (0.67 ** exp(-hours / 6)) and 4 are needed again once it passes 0.8: 3.58 hours ahead, the 15:35 slot (no
-    # lead time: the configured baseline is a level, not a forecast ramp). Friday's entry keeps its configured x2.5.
-    put_history(days=5)
-
-    plan = reconcile(fleet_config(), deps, now=NOW, trigger="test", dry_run=False)
-
-    [variant] = plan.variants
-    assert variant.forecast is not None
-    assert variant.forecast.why == "5.0 days of Invocations history, 7 needed: configured levels"
     assert variant.forecast.level_ratio == 0.667
+    assert variant.event_sizes == []
     assert variant.current_min_capacity == 3
     assert AutoScaling().get_target(EP, "primary").min_capacity == 3  # type: ignore[union-attr]
     friday_start = datetime(2026, 12, 4, 11, 0, tzinfo=UTC)
