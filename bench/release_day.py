@@ -43,6 +43,18 @@ Keys are ``<metric>__<scenario>`` and ``<metric>__worst`` (the worst scenario's)
   it reached promotion within the week).
 - ``scheduled_actions_max``: the most scheduled actions the project's reconciler kept on the simulated
   Application Auto Scaling at once over the judged week (Application Auto Scaling allows 200 per target).
+- ``spike_seeds_*``: ``unannounced-3x`` played again with each of :data:`SPIKE_SEEDS` (its traffic and the
+  instances' delays), project and target tracking alone, so that their spike figures are not one draw's luck:
+  per policy ``failed_in_spikes_<policy>_mean`` (as ``failed_in_unannounced_spike``),
+  ``serving_before_spike_<policy>_mean`` (instances serving in the minute before each spike) and
+  ``degraded_minutes_pct_<policy>_mean``; ``project_not_above_reactive_share`` (the seeds on which the project
+  failed no more in the spikes); ``gpu_hours_project_vs_reactive_median``;
+  ``slow_first_request_share_project`` (the spikes whose first capacity request came later than
+  ``FIRST_REQUEST_TARGET_S``, or never); ``slow_onset_load_vs_before_{min,max}`` (for those spikes, the first
+  minute's arrivals per serving instance over the busiest of the 10 minutes before it,
+  ``fleetsim.report.load_vs_before``); and ``ordinary_minutes_as_loaded_per_day`` (the minutes a day, outside
+  events and spikes, whose own such ratio reaches the lowest of those: the false alarms a rule on load alone
+  would raise to ask within the first minute of every slow spike).
 - ``simulated_days_per_s``: the judged days simulated (three policies each, the reconciler reading its
   history) over the seconds it took, all scenarios.
 
@@ -51,18 +63,31 @@ The plot, ``bench/results/release_day.png``, is the judged week of ``event-early
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from fleetsim.fleet import Minute
 from fleetsim.policies import CalendarPrescale
-from fleetsim.report import Summary, plot, summarize, vs_oracle
+from fleetsim.report import (
+    ONSET_LOOKBACK_MINUTES,
+    SPIKE_TAIL,
+    Summary,
+    inside,
+    load_vs_before,
+    plot,
+    spike_first_requests_s,
+    summarize,
+    vs_oracle,
+)
 from fleetsim.rollout import overloaded_minutes, together
 from fleetsim.scenarios import SCENARIOS, Scenario, generate, setup_for
 from fleetsim.simulate import PolicyRun, Setup, judged, load_setup, run_policies, run_with_rollout
 from fleetsim.stack import INVOCATIONS_PER_INSTANCE, TargetTrackingSpec
+from fleetsim.traffic import TICK, Window
 
 SEED = 7
 #: The scenarios again with knobs the defaults were not tuned on (noisier minutes, a steeper trend, busier
@@ -79,11 +104,18 @@ UNSEEN: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("baseline-1x", "walk12", {"level_walk": 0.12, "seed": 108}),
 )
 POLICIES = ("reactive", "project", "oracle")
+SPIKE_POLICIES = ("project", "reactive")
 PLOTTED = "event-early-30pct"
 #: The rollout scenario: which week, and how long before the judged Friday's release the rollout starts.
 #: Played as a new endpoint's first week: an endpoint quieter than, as busy as and busier than its configuration.
 NEW_ENDPOINT = ("baseline-0.5x", "baseline-1x", "baseline-2x")
 ROLLOUT_SCENARIO = "baseline-1x"
+#: The unannounced-spike scenario played again with these seeds (its traffic and the instances' delays): the
+#: ``spike_seeds_*`` figures, so that project vs target tracking in a spike is not one draw's luck.
+SPIKE_SCENARIO = "unannounced-3x"
+SPIKE_SEEDS = tuple(range(200, 208))
+#: The target for ``spike_to_first_capacity_request_s``: a spike whose first request came later is slow.
+FIRST_REQUEST_TARGET_S = 60.0
 ROLLOUT_LEAD = timedelta(hours=1)
 PLOT = Path(__file__).resolve().parent / "results" / "release_day.png"
 
@@ -162,6 +194,66 @@ def _rollout_across_friday(setup: Setup) -> dict[str, float]:
     }
 
 
+def _serving_before(minutes: list[Minute], spike: Window) -> int:
+    return next(m.serving for m in reversed(minutes) if m.at < spike.start)
+
+
+def _spike_seeds(setup: Setup) -> dict[str, float]:
+    """``SPIKE_SCENARIO`` over ``SPIKE_SEEDS``, project and target tracking alone (``spike_seeds_*`` keys)."""
+    base = next(s for s in SCENARIOS if s.name == SPIKE_SCENARIO)
+    failed: dict[str, list[float]] = {name: [] for name in SPIKE_POLICIES}
+    serving: dict[str, list[float]] = {name: [] for name in SPIKE_POLICIES}
+    degraded: dict[str, list[float]] = {name: [] for name in SPIKE_POLICIES}
+    hours: list[float] = []
+    delays: list[float | None] = []
+    onsets: list[float] = []  # the slow spikes' first minutes' load over the busiest of the minutes before
+    ordinary: list[float] = []  # the same ratio for every minute outside events and spikes
+    for seed in SPIKE_SEEDS:
+        world = replace(base, seed=seed)
+        tuned = setup_for(world, setup)
+        entries, _ = tuned.calendar()
+        trace = generate(world, tuned.variant, entries, tuned.endpoint.name)
+        runs = run_policies(trace, tuned, seed=seed, policies=SPIKE_POLICIES, judge_from=world.judged_from)
+        spikes = [w for w in trace.windows if not w.predicted]
+        summaries = {name: summarize(r.minutes, trace, tuned.params, None) for name, r in runs.items()}
+        for name, run in runs.items():
+            failed[name].append(summaries[name].failed_in_unpredicted_spikes)
+            serving[name] += [_serving_before(run.minutes, w) for w in spikes]
+            degraded[name].append(100 * summaries[name].minutes_degraded / len(run.minutes))
+        hours.append(summaries["project"].instance_hours / summaries["reactive"].instance_hours)
+        project = runs["project"].minutes
+        for spike, delay in spike_first_requests_s(project, spikes):
+            delays.append(delay)
+            first = next(i for i, m in enumerate(project) if m.at <= spike.start < m.at + TICK)
+            onset = load_vs_before(project, first)
+            if (delay is None or delay > FIRST_REQUEST_TARGET_S) and onset is not None:
+                onsets.append(onset)
+        quiet = range(ONSET_LOOKBACK_MINUTES, len(project))
+        ratios = (load_vs_before(project, i) for i in quiet if not inside(project[i], trace.windows, SPIKE_TAIL))
+        ordinary += [r for r in ratios if r is not None]
+    slow = [d for d in delays if d is None or d > FIRST_REQUEST_TARGET_S]
+    # A rule on load alone that asked within the first minute of every slow spike would also fire on each
+    # ordinary minute loading the fleet as much over the minutes before it.
+    lowest = min(onsets, default=float("inf"))
+    false_alarms_per_day = sum(r >= lowest for r in ordinary) / (len(ordinary) / 1440)
+    results = {
+        "spike_seeds": float(len(SPIKE_SEEDS)),
+        "spike_seeds_project_not_above_reactive_share": round(
+            statistics.mean(p <= r for p, r in zip(failed["project"], failed["reactive"], strict=True)), 3
+        ),
+        "spike_seeds_gpu_hours_project_vs_reactive_median": round(statistics.median(hours), 3),
+        "spike_seeds_slow_first_request_share_project": round(len(slow) / len(delays), 3),
+        "spike_seeds_slow_onset_load_vs_before_min": round(min(onsets, default=0.0), 3),
+        "spike_seeds_slow_onset_load_vs_before_max": round(max(onsets, default=0.0), 3),
+        "spike_seeds_ordinary_minutes_as_loaded_per_day": round(false_alarms_per_day, 1),
+    }
+    for name in SPIKE_POLICIES:
+        results[f"spike_seeds_failed_in_spikes_{name}_mean"] = round(statistics.mean(failed[name]), 1)
+        results[f"spike_seeds_serving_before_spike_{name}_mean"] = round(statistics.mean(serving[name]), 2)
+        results[f"spike_seeds_degraded_minutes_pct_{name}_mean"] = round(statistics.mean(degraded[name]), 2)
+    return results
+
+
 def _worst(metric: str, values: list[float]) -> float:
     if "_to_first_capacity_request_s" in metric and -1.0 in values:
         return -1.0  # nothing asked for in some scenario: worse than any delay
@@ -190,4 +282,5 @@ def run() -> dict[str, float]:
     for metric in metrics:
         results[f"{metric}__worst"] = _worst(metric, [v for k, v in results.items() if k.split("__")[0] == metric])
     results["simulated_days_per_s"] = round(days / seconds, 2) if seconds else 0.0
+    results.update(_spike_seeds(setup))
     return results

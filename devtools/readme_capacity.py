@@ -68,8 +68,31 @@ def scenario_table(results: Path = RESULTS) -> str:
         f"{r['shortfall_to_first_capacity_request_s_project__worst']:.0f} s after the first minute the fleet fell "
         f"short (`shortfall_to_first_capacity_request_s`). The most scheduled actions kept at once: "
         f"{r['scheduled_actions_max__worst']:.0f}.",
+        "",
+        _spike_seeds_paragraph(r),
     ]
     return "\n".join([*lines, "", unseen_table(r), "", new_endpoint_table(r)])
+
+
+def _spike_seeds_paragraph(r: dict[str, Figure]) -> str:
+    """The spike scenario over several seeds (``release_day.SPIKE_SEEDS``): the figures not one draw's luck."""
+    return (
+        f"Played again with {r['spike_seeds']:.0f} other seeds (`spike_seeds_*`), the project failed "
+        f"{r['spike_seeds_failed_in_spikes_project_mean']:,.0f} requests in the spikes on average and target "
+        f"tracking alone {r['spike_seeds_failed_in_spikes_reactive_mean']:,.0f}; the project failed no more on "
+        f"{100 * r['spike_seeds_project_not_above_reactive_share']:.0f} % of the seeds. It went into a spike with "
+        f"{r['spike_seeds_serving_before_spike_project_mean']:.2f} instances serving on average (target tracking: "
+        f"{r['spike_seeds_serving_before_spike_reactive_mean']:.2f}), for "
+        f"{r['spike_seeds_gpu_hours_project_vs_reactive_median']:.3f}x target tracking's GPU hours (median) and "
+        f"{r['spike_seeds_degraded_minutes_pct_project_mean']:.2f} % of minutes degraded (target tracking: "
+        f"{r['spike_seeds_degraded_minutes_pct_reactive_mean']:.2f} %). "
+        f"{100 * r['spike_seeds_slow_first_request_share_project']:.0f} % of the spikes had their first capacity "
+        f"request later than 60 s after their start. In each of those the first minute loaded the fleet "
+        f"{r['spike_seeds_slow_onset_load_vs_before_min']:.2f}-{r['spike_seeds_slow_onset_load_vs_before_max']:.2f}x "
+        f"as much as the busiest of the ten minutes before it (arrivals per serving instance): a rule on load alone "
+        f"that asked within all those first minutes would also have fired on "
+        f"{r['spike_seeds_ordinary_minutes_as_loaded_per_day']:.0f} ordinary minutes a day."
+    )
 
 
 def _scenario_rows(

@@ -12,6 +12,8 @@ from fleetsim.traffic import TICK, Trace, Window
 
 #: How long after an unpredicted spike starts its cost is still counted (capacity may arrive late).
 SPIKE_TAIL = timedelta(minutes=30)
+#: How many minutes back a spike's first minute is compared with the ordinary traffic before it.
+ONSET_LOOKBACK_MINUTES = 10
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ class Summary:
         return asdict(self)
 
 
-def _inside(minute: Minute, spans: Sequence[Window], tail: timedelta = timedelta(0)) -> bool:
+def inside(minute: Minute, spans: Sequence[Window], tail: timedelta = timedelta(0)) -> bool:
     return any(w.start <= minute.at < w.end + tail for w in spans)
 
 
@@ -56,18 +58,36 @@ def _spike_to_capacity_s(minutes: Sequence[Minute], spikes: Sequence[Window]) ->
     return slowest
 
 
-def _spike_to_first_request_s(minutes: Sequence[Minute], spikes: Sequence[Window]) -> float | None:
-    slowest: float | None = None
+def spike_first_requests_s(minutes: Sequence[Minute], spikes: Sequence[Window]) -> list[tuple[Window, float | None]]:
+    """Per unpredicted spike with minutes in ``minutes``: its start -> the first minute asking for more instances
+    (desired above the spike's first minute's), whenever they arrive; None: no request within it and SPIKE_TAIL."""
+    found: list[tuple[Window, float | None]] = []
     for spike in spikes:
         during = [m for m in minutes if spike.start < m.at + TICK and m.at < spike.end + SPIKE_TAIL]
         if not during:
             continue
         asked = next((m for m in during if m.desired > during[0].desired), None)
-        if asked is None:
-            return None
-        seconds = max(0.0, (asked.at - spike.start).total_seconds())
-        slowest = seconds if slowest is None else max(slowest, seconds)
-    return slowest
+        found.append((spike, None if asked is None else max(0.0, (asked.at - spike.start).total_seconds())))
+    return found
+
+
+def _spike_to_first_request_s(minutes: Sequence[Minute], spikes: Sequence[Window]) -> float | None:
+    delays = [delay for _, delay in spike_first_requests_s(minutes, spikes)]
+    if None in delays:
+        return None
+    return max((d for d in delays if d is not None), default=None)
+
+
+def load_vs_before(minutes: Sequence[Minute], index: int, lookback: int = ONSET_LOOKBACK_MINUTES) -> float | None:
+    """``minutes[index]``'s arrivals per serving instance over the busiest such minute of the ``lookback`` minutes
+    before it; None without such minutes or traffic in them.
+
+    For a spike's first minute: at or under 1, that minute loaded the fleet no more than a minute of the ordinary
+    traffic just before it, and a rule on load alone that asked for capacity after it would have asked before
+    the spike as well, on noise.
+    """
+    busiest = max((m.invocations_per_instance for m in minutes[max(0, index - lookback) : index]), default=0.0)
+    return minutes[index].invocations_per_instance / busiest if busiest > 0 else None
 
 
 def _shortfall_to_first_request_s(minutes: Sequence[Minute], spikes: Sequence[Window]) -> float | None:
@@ -105,7 +125,7 @@ def summarize(
     spikes = [w for w in trace.windows if not w.predicted]
     requests = sum(m.arrived for m in minutes)
     failed = sum(m.failed for m in minutes)
-    on_events = [m for m in minutes if _inside(m, events)]
+    on_events = [m for m in minutes if inside(m, events)]
     event_requests = sum(m.arrived for m in on_events)
     event_failed = sum(m.failed for m in on_events)
     hours = sum(m.billed for m in minutes) / 60
@@ -115,7 +135,7 @@ def summarize(
         failed_pct=round(100 * failed / requests, 4) if requests else 0.0,
         failed_on_calendar_events=event_failed,
         failed_pct_on_calendar_events=round(100 * event_failed / event_requests, 4) if event_requests else 0.0,
-        failed_in_unpredicted_spikes=sum(m.failed for m in minutes if _inside(m, spikes, SPIKE_TAIL)),
+        failed_in_unpredicted_spikes=sum(m.failed for m in minutes if inside(m, spikes, SPIKE_TAIL)),
         minutes_degraded=sum(1 for m in minutes if m.failed or m.wait_s > params.degraded_wait_s),
         worst_queue_wait_s=round(max((m.wait_s for m in minutes), default=0.0), 1),
         spike_to_capacity_s=_spike_to_capacity_s(minutes, spikes),

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from fleetsim.fleet import FleetParams, Minute
-from fleetsim.report import summarize, table, vs_oracle
+from fleetsim.report import load_vs_before, spike_first_requests_s, summarize, table, vs_oracle
 from fleetsim.traffic import Trace, Window
 
 T0 = datetime(2026, 12, 2, 7, 0, tzinfo=UTC)
@@ -60,6 +60,26 @@ def test_the_slowest_spike_counts_and_no_spike_or_no_request_is_none() -> None:
     assert summarize(minutes, _trace(48), PARAMS, None).spike_to_first_capacity_request_s is None
     never = _trace(48, _spike(T0 + timedelta(minutes=8), minutes=5))  # nothing asked within it and 30 min after
     assert summarize(minutes, never, PARAMS, None).spike_to_first_capacity_request_s is None
+
+
+def test_each_spike_gets_its_own_delay_and_one_without_a_request_gets_none() -> None:
+    minutes = _minutes([4, 5, 5, 5, 5, 5, 5, 7] + [7] * 40)
+    first, second, never = _spike(T0), _spike(T0 + timedelta(minutes=3)), _spike(T0 + timedelta(minutes=8), 5)
+    gone = _spike(T0 + timedelta(hours=5))  # no minutes of it were played: left out
+    found = spike_first_requests_s(minutes, [first, second, never, gone])
+    assert found == [(first, 60.0), (second, 240.0), (never, None)]
+
+
+def test_a_spike_onset_is_its_first_minutes_load_per_instance_over_the_busiest_of_the_minutes_before() -> None:
+    arrived = [100, 160, 120, 200, 150]  # per minute; minute 3 on 5 instances, the others on 4
+    serving = [4, 4, 4, 5, 4]
+    minutes = [replace(m, arrived=a) for m, a in zip(_minutes([4] * 5, serving=serving), arrived, strict=True)]
+    assert load_vs_before(minutes, 3) == pytest.approx((200 / 5) / (160 / 4))  # 1.0: no busier than minute 1
+    assert load_vs_before(minutes, 4) == pytest.approx((150 / 4) / (160 / 4))
+    assert load_vs_before(minutes, 4, lookback=1) == pytest.approx((150 / 4) / (200 / 5))
+    assert load_vs_before(minutes, 0) is None  # nothing before it to compare with
+    silent = [replace(m, arrived=0) for m in minutes[:2]] + minutes[2:]
+    assert load_vs_before(silent, 2, lookback=2) is None
 
 
 def test_since_judges_only_the_minutes_from_then_on() -> None:
