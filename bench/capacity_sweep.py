@@ -36,7 +36,7 @@ from fleetsim.simulate import Setup, load_setup, run_policies
 from fleetsim.stack import CONCURRENT_REQUESTS_PER_MODEL, INVOCATIONS_PER_INSTANCE
 
 #: Around the shipped setting, one knob at a time (each run is eight scenarios of a judged week).
-FORECAST_SETTINGS = ((10, 1.0), (20, 1.0), (40, 1.0), (20, 1.1))  # (lead_time_minutes, forecast_headroom)
+FORECAST_SETTINGS = ((20, 1.0), (40, 1.0), (60, 1.0), (40, 1.1))  # (lead_time_minutes, forecast_headroom)
 TRACKING_SETTINGS = ((200.0, 24.0), (220.0, 24.0), (240.0, 24.0), (220.0, 36.0))  # (invocations, concurrency)
 #: At most this share of the week's minutes may see a queue wait over a second (3.4 hours a week). The
 #: playbook's answer-latency objective (p99 of 15 s) tolerates a second's queueing; a target that queues more

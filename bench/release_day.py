@@ -91,7 +91,8 @@ from fleetsim.traffic import TICK, Window
 
 SEED = 7
 #: The scenarios again with knobs the defaults were not tuned on (noisier minutes, a steeper trend, busier
-#: weekends, a deeper night, quiet holidays, a wandering level, other seeds): judged the same way, reported as
+#: weekends, a deeper night, quiet holidays, a wandering level, a level that stepped up the day before, three times
+#: the configured baseline, other seeds): judged the same way, reported as
 #: ``unseen_<metric>__<scenario>``.
 UNSEEN: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("baseline-1x", "noise15", {"noise": 0.15, "seed": 101}),
@@ -102,6 +103,8 @@ UNSEEN: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("unannounced-3x", "noise12", {"noise": 0.12, "seed": 106}),
     ("baseline-1x", "holiday", {"quiet_days": ((2, 0.55), (3, 0.7)), "seed": 107}),
     ("baseline-1x", "walk12", {"level_walk": 0.12, "seed": 108}),
+    ("baseline-1x", "stepup18", {"level_step": (-1.0, 1.8), "cap": 30, "seed": 109}),
+    ("baseline-2x", "level3", {"baseline_factor": 3.0, "cap": 40, "seed": 110}),
 )
 POLICIES = ("reactive", "project", "oracle")
 SPIKE_POLICIES = ("project", "reactive")

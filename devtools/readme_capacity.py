@@ -121,7 +121,9 @@ def unseen_table(r: dict[str, Figure]) -> str:
         "On the same scenarios with knobs the defaults were not tuned on (other seeds; `noise15`: per-minute noise "
         "0.15 instead of 0.08; `growth12`: +12 %/week; `weekend15`: weekends 1.5x; `night03`: a night at 0.3 of "
         "the humps' floor; `holiday`: the judged Wednesday at 0.55 of its usual traffic and Thursday at 0.7; "
-        "`walk12`: a level that wanders hour by hour in every week, log-sigma 0.12 an hour, 0.85 of it kept):"
+        "`walk12`: a level that wanders hour by hour in every week, log-sigma 0.12 an hour, 0.85 of it kept; "
+        "`stepup18`: the whole level, events included, 1.8x from the day before the judged week, cap 30; `level3`: "
+        "three times the configured baseline, cap 40):"
     )
     return _scenario_rows(r, "unseen_", intro, "failed in spikes, project (reactive)", spikes)
 

@@ -113,6 +113,9 @@ class Scenario:
     # public holiday, an outage upstream. Events still come at their size.
     quiet_days: tuple[tuple[int, float], ...] = ()
     level_walk: float = 0.0  # hourly log-sigma of a level that wanders in every week (AR(1), 0.85 an hour)
+    # (days from the judged week's start, factor): from then on the whole level, events included, runs at factor
+    # times what it was (a campaign, a new market); negative days put the step in the history.
+    level_step: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         if self.weeks < 2:
@@ -124,6 +127,8 @@ class Scenario:
         ZoneInfo(self.zone)  # an unknown zone fails here, not in the middle of a bench
         if any(not 0 <= day <= 6 or share <= 0 for day, share in self.quiet_days) or self.level_walk < 0:
             raise ValueError(f"{self.name}: quiet_days are (0-6, share > 0), level_walk at least 0")
+        if self.level_step is not None and self.level_step[1] <= 0:
+            raise ValueError(f"{self.name}: level_step's factor must be positive")
         for spike in self.spikes:
             if not self.judged_from <= spike.start < self.end:
                 raise ValueError(f"{self.name}: spike at {spike.start.isoformat()} is not in the judged week")
@@ -186,6 +191,9 @@ def _level(scenario: Scenario, variant: VariantConfig, ticks: int) -> tuple[np.n
         np.arange(ticks) * TICK_S - (scenario.judged_from - start).total_seconds()
     ) / WEEK.total_seconds()
     reference = variant.baseline_rps * scenario.baseline_factor * (1 + scenario.growth_per_week) ** weeks_from_judged
+    if scenario.level_step is not None:
+        days, factor = scenario.level_step
+        reference = np.where(weeks_from_judged * 7 >= days, reference * factor, reference)
     return reference * shape, reference
 
 

@@ -210,12 +210,23 @@ def test_a_wandering_level_moves_hour_by_hour_and_leaves_the_other_scenarios_dra
     assert _trace(replace(walking, level_walk=0.0)) == _trace(world)
 
 
+def test_a_level_step_scales_everything_from_its_day_on_events_included() -> None:
+    world = scenario("baseline-1x")
+    stepped = replace(world, level_step=(-1.0, 1.8))  # from the Sunday before the judged week, 00:00 JST
+    usual, busy = _expected(world), _expected(stepped)
+    step = _tick(world, JUDGED_MONDAY - timedelta(days=1))
+    assert np.allclose(busy[:step], usual[:step])
+    assert np.allclose(busy[step:], 1.8 * usual[step:])  # the Monday drop too: it is sized on the level
+
+
 def test_a_scenario_is_checked_when_it_is_written() -> None:
     world = scenario("baseline-1x")
     with pytest.raises(ValueError, match="quiet_days are"):
         replace(world, quiet_days=((7, 0.5),))
     with pytest.raises(ValueError, match="level_walk at least 0"):
         replace(world, level_walk=-0.1)
+    with pytest.raises(ValueError, match="level_step's factor must be positive"):
+        replace(world, level_step=(-1.0, 0.0))
     with pytest.raises(ValueError, match="not in the judged week"):
         replace(world, spikes=(Spike(world.start + timedelta(days=1), 60, 3.0),))
     with pytest.raises(ValueError, match="at least one week of history"):

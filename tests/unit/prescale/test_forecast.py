@@ -287,7 +287,7 @@ def test_only_the_newest_occurrences_are_learned_from() -> None:
     assert (size.learned, size.occurrences) == (2.0, 4)
 
 
-# recent_slots, level_ratio and corrected: today's level below the seasonal forecast lowers the hours ahead
+# recent_slots, level_ratio and corrected: today's level against the seasonal forecast
 
 
 def today(
@@ -321,8 +321,12 @@ def test_a_level_within_ten_percent_of_the_forecast_is_noise_and_changes_nothing
     assert today(history, now, growth=1.0) == 1.0
 
 
-def test_a_busier_day_is_left_to_target_tracking() -> None:
+def test_a_busier_day_gives_its_ratio_up_to_three_and_eleven_percent_above_is_still_noise() -> None:
     history, now = three_weeks_then([25.0] * 36)
+    assert today(history, now, growth=1.0) == 2.5
+    history, now = three_weeks_then([40.0] * 36)
+    assert today(history, now, growth=1.0) == 3.0
+    history, now = three_weeks_then([11.1] * 36)
     assert today(history, now, growth=1.0) == 1.0
 
 

@@ -380,6 +380,21 @@ def test_a_step_rising_from_the_level_in_force_now_is_never_merged_into_it() -> 
     assert steps_of(dropped) == [(at("00:10", START), 2), (at("12:00", START), 6)]
 
 
+def test_with_precise_until_the_steps_further_ahead_are_merged_first() -> None:
+    # Two identical 30-minute dips, one this morning and one tomorrow: filling either costs 0.5 instance-hours.
+    plan = [step("08:00", 3), step("08:30", 4)]
+    plan += [s.model_copy(update={"at": s.at + timedelta(days=1)}) for s in plan]
+    horizon_end = START + timedelta(days=2)
+
+    kept, dropped = planner.within_quota(4, plan, 2, horizon_end, precise_until=START + timedelta(hours=24))
+
+    assert steps_of(kept) == [(at("08:00", START), 3), (at("08:30", START), 4)]  # today's dip kept
+    assert len(dropped) == 2  # tomorrow's is held at 4: the reconciler plans it again before it comes
+    # Without it, the first of two equal merges goes: today's dip.
+    kept, _ = planner.within_quota(4, plan, 2, horizon_end)
+    assert steps_of(kept) == [(s.at, s.min_capacity) for s in plan[2:]]
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_merging_never_lowers_capacity_below_the_plan(seed: int) -> None:
     chance = random.Random(seed)
@@ -561,6 +576,26 @@ def test_a_quiet_morning_lowers_the_hours_ahead_but_not_an_event_sized_over_the_
         (at("13:35"), 5),  # 13:55, 5.92 h ahead: 20 x 0.55 ** 0.373 = 16.0 req/s -> 5, and 5 from then on
     ]
     assert plan.steps[1].reason == "forecast 40.0 req/s at Wed 10:00 UTC; Wednesday drop (learned x2)"
+
+
+def test_a_busy_morning_sizes_up_the_event_ahead_and_leaves_the_everyday_level_to_target_tracking() -> None:
+    # The same Wednesdays; today ran at 30 req/s since midnight, 1.5x the forecast. The everyday level stays
+    # the forecast's 5 instances (traffic above it is target tracking's); the drop, learned as x2 over the usual
+    # level, is sized over today's: 40 x 1.5 ** exp(-2 / 6) = 53.5 req/s at 10:00, 2 h ahead -> 14 instances.
+    def rate(slot: datetime) -> float:
+        if slot >= NOW:
+            return 30.0
+        return 40.0 if slot >= T0 and slot.weekday() == 2 and "10:00" <= f"{slot:%H:%M}" < "11:00" else 20.0
+
+    now = at("08:00")
+    roomy = VARIANT.model_copy(update={"cap": 20})
+    plan = plan_from_history(roomy, drops(), SETTINGS, now, history(rate, start=T0 - WEEK, end=now))
+
+    assert plan.summary.level_ratio == 1.5
+    assert plan.current == 5
+    # The correction fades with the hours ahead: from 10:40 (2 h 40 min ahead), 40 x 1.5 ** 0.641 = 51.9 -> 13.
+    assert steps_of(plan.steps) == [(at("09:40"), 14), (at("10:55"), 13), (at("11:15"), 5)]
+    assert plan.steps[0].reason == "forecast 53.5 req/s at Wed 10:00 UTC; Wednesday drop (learned x2)"
 
 
 def test_a_morning_within_ten_percent_of_the_forecast_plans_as_if_it_were_usual() -> None:

@@ -11,9 +11,10 @@ The model, in four lines:
    others; with fewer weeks the median is a mean.
 4. *Today's level*: where the last two hours ran more than 10 % below their forecast (a holiday, a level that
    wanders from week to week), the forecast of the hours ahead is lowered by that ratio, fading back to the
-   seasonal forecast over the day (:func:`recent_slots`, :func:`level_ratio`, :func:`corrected`). Only down,
-   and only past the noise: traffic above the forecast is what target tracking serves, and a forecast nudged by
-   every noisy hour would hold too little as often as too much.
+   seasonal forecast over the day (:func:`recent_slots`, :func:`level_ratio`, :func:`corrected`); where they ran
+   more than 11 % above it, the planner sizes the events ahead up by it (everyday traffic above the forecast is
+   what target tracking serves). Only past the noise: a forecast nudged by every noisy hour would hold too
+   little as often as too much.
 
 Why not a library: statsmodels or Prophet would bring numpy, scipy and pandas (well over 100 MB and seconds of
 cold start) into a Lambda layer that holds pydantic and PyYAML; the model above is a few dozen lines a person can
@@ -213,15 +214,13 @@ def recent_slots(now: datetime, skip: Sequence[Span] = ()) -> list[datetime]:
     return [s for s in window if not any(s < stop and s + SLOT > begin for begin, stop in skip)]
 
 
-def level_ratio(
-    actual: DemandSeries, slots: Sequence[datetime], expected: Sequence[float | None], *, above: bool = False
-) -> float:
-    """How far below (or, with ``above``, also above) what was expected of ``slots`` the variant served in them
-    (1.0: within noise, or too little to say).
+def level_ratio(actual: DemandSeries, slots: Sequence[datetime], expected: Sequence[float | None]) -> float:
+    """How far below or above what was expected of ``slots`` the variant served in them (1.0: within noise, or
+    too little to say).
 
     The ratio of the recorded requests to the expected ones over the slots that have both; 1.0 with fewer than
-    ``MIN_RECENT_SLOTS`` such slots, or at or above ``LEVEL_DEADBAND`` (up to its inverse with ``above``), and
-    within ``[MIN_LEVEL_RATIO, MAX_LEVEL_RATIO]``. ``expected`` is the forecast of each slot (from the weeks
+    ``MIN_RECENT_SLOTS`` such slots, or from ``LEVEL_DEADBAND`` to its inverse, and within
+    ``[MIN_LEVEL_RATIO, MAX_LEVEL_RATIO]``. ``expected`` is the forecast of each slot (from the weeks
     before it), or the configured level where the history is too short to forecast from.
 
     Examples
@@ -236,11 +235,9 @@ def level_ratio(
     1.0
     >>> level_ratio(DemandSeries(t0, (6.0,) * 24), slots, [None] * 13 + [10.0] * 11)
     1.0
-    >>> level_ratio(DemandSeries(t0, (25.0,) * 24), slots, [10.0] * 24)  # busier: left to target tracking
-    1.0
-    >>> level_ratio(DemandSeries(t0, (25.0,) * 24), slots, [10.0] * 24, above=True)
+    >>> level_ratio(DemandSeries(t0, (25.0,) * 24), slots, [10.0] * 24)
     2.5
-    >>> level_ratio(DemandSeries(t0, (10.8,) * 24), slots, [10.0] * 24, above=True)  # 8 % above: noise
+    >>> level_ratio(DemandSeries(t0, (10.8,) * 24), slots, [10.0] * 24)  # 8 % above: noise
     1.0
     """
     pairs: list[tuple[float, float]] = []
@@ -252,7 +249,7 @@ def level_ratio(
     if len(pairs) < MIN_RECENT_SLOTS or total <= 0:
         return 1.0
     ratio = sum(seen for seen, _ in pairs) / total
-    if ratio >= LEVEL_DEADBAND and (not above or ratio <= 1 / LEVEL_DEADBAND):
+    if LEVEL_DEADBAND <= ratio <= 1 / LEVEL_DEADBAND:
         return 1.0
     return round(min(MAX_LEVEL_RATIO, max(MIN_LEVEL_RATIO, ratio)), 6)
 

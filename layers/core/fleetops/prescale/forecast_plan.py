@@ -164,9 +164,11 @@ def plan_from_history(
         high = min(len(slots), math.ceil((event.occurrence.end + event_sizes.LATE - span_start) / SLOT) + 1)
         for i in range(low, high):
             lift[i] = max(lift[i], event.multiplier(slots[i]))
-    # Today's level lowers the everyday slots only: an event is sized over the seasonal forecast it was learned on.
+    # Today's level below the forecast lowers the everyday slots (events keep the size they were learned at over
+    # the usual level); above it, it sizes up the events, whose learned size is over the everyday level, while the
+    # everyday slots above the forecast are left to target tracking.
     demand = [
-        rps * up if up > 1.0 else corrected(rps, ratio, slot, now)
+        corrected(rps * up, ratio, slot, now) if (up > 1.0) == (ratio > 1.0) else rps * up
         for rps, up, slot in zip(everyday_rps, lift, slots, strict=True)
     ]
     needs = [_need(variant, rps) for rps in demand]

@@ -5,6 +5,7 @@ Nothing here talks to AWS; every function is deterministic in its inputs, "now" 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -19,6 +20,13 @@ from fleetops.prescale.models import ACTION_PREFIX, Change, Step
 
 #: How far ahead a correction by today's level is followed slot by slot (it has faded to nothing by then).
 TODAY_AHEAD = timedelta(hours=24)
+#: Merging steps for the quota counts the instance-hours a merge adds within ``PRECISE_AHEAD`` of now in full and
+#: those after it at ``FAR_WEIGHT``. The reconciler plans the whole horizon again on every run (every 15 minutes
+#: by default), so a step days away is planned again many times before it comes, with the quota spent near it by
+#: then; the far future is where a coarse plan costs nothing. A merge only ever raises: were the reconciler to
+#: stop, the standing plan would still never hold less than the forecast.
+PRECISE_AHEAD = timedelta(hours=24)
+FAR_WEIGHT = 0.01
 
 
 @dataclass(frozen=True)
@@ -112,16 +120,30 @@ def configured_today(
     for slot in slots:
         quiet = [o.multiplier for o in occurrences if not o.raises and o.start <= slot < o.end]
         expected.append(variant.baseline_rps * min(quiet, default=1.0))
-    return level_ratio(history, slots, expected, above=True)
+    return level_ratio(history, slots, expected)
 
 
-def within_quota(current: int, steps: list[Step], limit: int, horizon_end: datetime) -> tuple[list[Step], list[Step]]:
+def _weighted_s(start: datetime, end: datetime, precise_until: datetime | None) -> float:
+    """Seconds of ``[start, end)``, those after ``precise_until`` counted ``FAR_WEIGHT`` as much."""
+    whole = (end - start).total_seconds()
+    if precise_until is None:
+        return whole
+    near = min(whole, max(0.0, (precise_until - start).total_seconds()))
+    return near + FAR_WEIGHT * (whole - near)
+
+
+def within_quota(
+    current: int, steps: list[Step], limit: int, horizon_end: datetime, *, precise_until: datetime | None = None
+) -> tuple[list[Step], list[Step]]:
     """At most ``limit`` steps: merge the neighbouring steps whose merge costs the fewest instance-hours.
 
     Application Auto Scaling keeps at most 200 scheduled actions per scalable target (not adjustable). Merging
     two neighbouring stretches gives both the larger level, so a merge never lowers capacity below the plan; a
     stretch is never merged into the level in force now when that would raise it (that would be a change now,
     not a scheduled one). Returns the steps kept and those dropped.
+
+    With ``precise_until`` (the reconciler's ``now + PRECISE_AHEAD``), instance-hours a merge adds after it count
+    ``FAR_WEIGHT`` as much, so the steps further ahead are merged first.
 
     Examples
     --------
@@ -134,11 +156,12 @@ def within_quota(current: int, steps: list[Step], limit: int, horizon_end: datet
     """
     if len(steps) <= limit:
         return steps, []
-    # Stretch 0 is the level in force now; stretch i >= 1 starts at steps[i - 1]. Its own length does not matter:
-    # it is never raised.
+    # Stretch 0 is the level in force now (never raised, so its length is left at 0); stretch i >= 1 runs from
+    # steps[i - 1] to the next step or the horizon's end. A merge adds (top - level) x length for each of its two.
     origin: list[Step | None] = [None, *steps]
     levels = [current, *(step.min_capacity for step in steps)]
-    starts = [steps[0].at, *(step.at for step in steps)]
+    bounds = [*(step.at for step in steps), horizon_end]
+    lengths = [0.0, *(_weighted_s(start, end, precise_until) for start, end in itertools.pairwise(bounds))]
     dropped: list[Step] = []
     while len(levels) - 1 > limit:
         best: tuple[float, int] | None = None
@@ -146,16 +169,14 @@ def within_quota(current: int, steps: list[Step], limit: int, horizon_end: datet
             if j == 0 and levels[1] > levels[0]:
                 continue
             top = max(levels[j], levels[j + 1])
-            end = starts[j + 2] if j + 2 < len(starts) else horizon_end
-            cost = (top - levels[j]) * (starts[j + 1] - starts[j]).total_seconds()
-            cost += (top - levels[j + 1]) * (end - starts[j + 1]).total_seconds()
+            cost = (top - levels[j]) * lengths[j] + (top - levels[j + 1]) * lengths[j + 1]
             if best is None or cost < best[0]:
                 best = (cost, j)
         if best is None:  # every remaining step rises from the level in force now: nothing can merge
             break
         j = best[1]
         levels[j] = max(levels[j], levels.pop(j + 1))
-        starts.pop(j + 1)
+        lengths[j] += lengths.pop(j + 1)
         merged = origin.pop(j + 1)
         assert merged is not None
         dropped.append(merged)

@@ -151,7 +151,13 @@ def plan_endpoint(
                 "Application Auto Scaling; register it (README, Deploy) or remove it from fleet.yaml"
             )
         plan = plan_variant(config, endpoint.name, variant, found, now, history)
-        steps, dropped = planner.within_quota(plan.current, plan.steps, settings.max_scheduled_actions, horizon_end)
+        steps, dropped = planner.within_quota(
+            plan.current,
+            plan.steps,
+            settings.max_scheduled_actions,
+            horizon_end,
+            precise_until=now + planner.PRECISE_AHEAD,
+        )
         desired = planner.scheduled_actions(endpoint.name, variant, steps)
         actual = autoscaling.list_scheduled_actions(endpoint.name, variant.name, ACTION_PREFIX)
         reasons = {a.name: s.reason for a, s in zip(desired, steps, strict=True)}
