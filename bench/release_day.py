@@ -84,7 +84,7 @@ from fleetsim.report import (
     vs_oracle,
 )
 from fleetsim.rollout import overloaded_minutes, together
-from fleetsim.scenarios import SCENARIOS, Scenario, generate, setup_for
+from fleetsim.scenarios import JST, SCENARIOS, Scenario, generate, setup_for
 from fleetsim.simulate import PolicyRun, Setup, judged, load_setup, run_policies, run_with_rollout
 from fleetsim.stack import INVOCATIONS_PER_INSTANCE, TargetTrackingSpec
 from fleetsim.traffic import TICK, Window
@@ -92,7 +92,7 @@ from fleetsim.traffic import TICK, Window
 SEED = 7
 #: The scenarios again with knobs the defaults were not tuned on (noisier minutes, a steeper trend, busier
 #: weekends, a deeper night, quiet holidays, a wandering level, a level that stepped up the day before, three times
-#: the configured baseline, other seeds): judged the same way, reported as
+#: the configured baseline, a daylight-saving change in the history, other seeds): judged the same way, reported as
 #: ``unseen_<metric>__<scenario>``.
 UNSEEN: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("baseline-1x", "noise15", {"noise": 0.15, "seed": 101}),
@@ -105,6 +105,7 @@ UNSEEN: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("baseline-1x", "walk12", {"level_walk": 0.12, "seed": 108}),
     ("baseline-1x", "stepup18", {"level_step": (-1.0, 1.8), "cap": 30, "seed": 109}),
     ("baseline-2x", "level3", {"baseline_factor": 3.0, "cap": 40, "seed": 110}),
+    ("us-pacific-1x", "dst", {"start": datetime(2026, 2, 23, tzinfo=JST), "seed": 111}),
 )
 POLICIES = ("reactive", "project", "oracle")
 SPIKE_POLICIES = ("project", "reactive")

@@ -123,7 +123,8 @@ def unseen_table(r: dict[str, Figure]) -> str:
         "the humps' floor; `holiday`: the judged Wednesday at 0.55 of its usual traffic and Thursday at 0.7; "
         "`walk12`: a level that wanders hour by hour in every week, log-sigma 0.12 an hour, 0.85 of it kept; "
         "`stepup18`: the whole level, events included, 1.8x from the day before the judged week, cap 30; `level3`: "
-        "three times the configured baseline, cap 40):"
+        "three times the configured baseline, cap 40; `dst`: the four weeks from 2026-02-23, the US clocks going "
+        "forward on 8 March in the history, `traffic_timezone` America/Los_Angeles):"
     )
     return _scenario_rows(r, "unseen_", intro, "failed in spikes, project (reactive)", spikes)
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -402,8 +402,16 @@ SCENARIOS: tuple[Scenario, ...] = (
 
 
 def setup_for(world: Scenario, setup: Setup) -> Setup:
-    """``setup`` with the scenario's operator cap, where it has one (the policy's own settings are untouched)."""
-    return setup.tuned(variant={"cap": world.cap}) if world.cap is not None else setup
+    """``setup`` as the scenario's operator would set it: the variant's ``traffic_timezone`` where its users'
+    clocks change for daylight saving (elsewhere the default, UTC, compares the same hours and costs less to
+    simulate), and its cap where the scenario has one (the policy's own settings are untouched)."""
+    variant: dict[str, Any] = {}
+    zone = ZoneInfo(world.zone)
+    if any(zone.dst(datetime(world.start.year, month, 1)) for month in (1, 7)):
+        variant["traffic_timezone"] = world.zone
+    if world.cap is not None:
+        variant["cap"] = world.cap
+    return setup.tuned(variant=variant)
 
 
 def scenario(name: str) -> Scenario:

@@ -56,9 +56,9 @@ def test_scheduler_event_plans_the_week_from_the_shipped_calendar(
         "configuration",
         "0.0 days of Invocations history, 7 needed: configured levels",
     )
-    # Friday 2026-12-04 20:00 JST simulpub (x2.5): 10 instances from 19:40 JST (lead time 20 min).
-    friday = next(a for a in created if a.name == "prescale-manga-chat-prod-primary-20261204T1040Z")
-    assert (friday.schedule, friday.timezone, friday.min_capacity) == ("at(2026-12-04T19:40:00)", "Asia/Tokyo", 10)
+    # Friday 2026-12-04 20:00 JST simulpub (x2.5): 10 instances from 19:20 JST (lead time 40 min).
+    friday = next(a for a in created if a.name == "prescale-manga-chat-prod-primary-20261204T1020Z")
+    assert (friday.schedule, friday.timezone, friday.min_capacity) == ("at(2026-12-04T19:20:00)", "Asia/Tokyo", 10)
     # Every change is counted in an EMF metric on stdout (CloudWatch Logs turns it into a metric).
     emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
     assert emf and emf[-1]["PrescaleActionChanges"] == [float(len(created))]

@@ -15,11 +15,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, date, datetime, time, timedelta
 from enum import IntEnum
 from typing import Annotated, Any, Literal, get_args
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from fleetops.validation import StrictModel, problems
+from fleetops.validation import StrictModel, check_zone, problems
 
 Span = tuple[datetime, datetime]
 
@@ -32,14 +32,6 @@ class Weekday(IntEnum):
     friday = 4
     saturday = 5
     sunday = 6
-
-
-def _check_zone(value: str) -> str:
-    try:
-        ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ValueError(f"unknown time zone {value!r} (use an IANA name such as 'Asia/Tokyo')") from exc
-    return value
 
 
 class Occurrence(StrictModel):
@@ -70,7 +62,7 @@ class _Entry(StrictModel):
     reason: str = ""
     endpoints: tuple[str, ...] = Field(default=(), description="endpoints it applies to; empty means all")
 
-    _zone = field_validator("timezone")(_check_zone)
+    _zone = field_validator("timezone")(check_zone)
 
     @property
     def zone(self) -> ZoneInfo:

@@ -8,14 +8,16 @@ others still apply (see :func:`fleetops.calendar.parse_entries`).
 from __future__ import annotations
 
 import re
+from datetime import UTC, tzinfo
 from pathlib import Path
 from typing import Any, Literal
+from zoneinfo import ZoneInfo
 
 from pydantic import Field, field_validator, model_validator
 
 from fleetops.inference_ami import INFERENCE_AMIS, NEWEST_INFERENCE_AMI
 from fleetops.sagemaker_names import INSTANCE_TYPE_PATTERN
-from fleetops.validation import StrictModel, read_yaml_mapping
+from fleetops.validation import StrictModel, check_zone, read_yaml_mapping
 
 
 class FleetConfigError(ValueError):
@@ -42,6 +44,17 @@ class VariantConfig(StrictModel):
     price_per_instance_hour: float | None = Field(
         default=None, ge=0, description="on-demand USD per instance-hour; the capacity simulator's cost figures"
     )
+    traffic_timezone: str = Field(
+        default="UTC",
+        description="where most of the variant's users are (IANA name): the forecast reads past weeks at the same "
+        "local time, so a daylight-saving change does not shift it by an hour",
+    )
+
+    _traffic_zone = field_validator("traffic_timezone")(check_zone)
+
+    @property
+    def traffic_zone(self) -> tzinfo:
+        return UTC if self.traffic_timezone == "UTC" else ZoneInfo(self.traffic_timezone)
 
     @property
     def headroom_over_forecast(self) -> float:

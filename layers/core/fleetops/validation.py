@@ -1,9 +1,11 @@
-"""The one strict base model, the one way to list a pydantic error for people, and the one YAML file reader."""
+"""The one strict base model, the one way to list a pydantic error for people, the one YAML file reader, and the
+one check of a time zone's name."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -12,6 +14,15 @@ class StrictModel(BaseModel):
     """Unknown fields are errors and instances are immutable: a typo in a request or a file is refused."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def check_zone(value: str) -> str:
+    """``value`` if it names an IANA time zone (a field validator), else a ValueError saying what to use."""
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"unknown time zone {value!r} (use an IANA name such as 'Asia/Tokyo')") from exc
+    return value
 
 
 def problems(exc: ValidationError, root: str = "request") -> list[str]:

@@ -182,8 +182,8 @@ def test_plan_at_a_time_is_a_dry_run_of_the_reconciler_shown_as_a_timeline(stack
     document = cli("plan", operator_stack.ENDPOINT, "--at", "2026-12-04T09:00Z", "--json").json()
     check_schema(document, "plan")
     [primary] = document["variants"]
-    # At 18:00 JST the release is two hours away: its capacity comes the lead time (20 min) ahead ...
-    assert primary["min_capacity_at"] == 4 and primary["timeline"][0]["at"] == "2026-12-04T10:40:00Z"
+    # At 18:00 JST the release is two hours away: its capacity comes the lead time (40 min) ahead ...
+    assert primary["min_capacity_at"] == 4 and primary["timeline"][0]["at"] == "2026-12-04T10:20:00Z"
     assert primary["timeline"][0]["min_capacity"] == 12
     # ... and a dry run changes nothing and audits nothing.
     assert (

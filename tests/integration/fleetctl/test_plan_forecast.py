@@ -51,7 +51,7 @@ def test_plan_from_three_weeks_of_history_uses_the_learned_friday_size(stack, cl
     # an hour before (the widened event window, the lead time inside it) ... as the shipped lead time says.
     assert primary["min_capacity_at"] == 2
     friday_step = next(s for s in primary["timeline"] if s["min_capacity"] == 6)
-    assert friday_step["at"] == "2026-12-04T10:40:00Z"
+    assert friday_step["at"] == "2026-12-04T10:20:00Z"
     assert "Friday simulpub chapters (JP + EN) (learned x3)" in friday_step["reason"]
     assert (primary["over_cap"], primary["merged_steps"]) == ([], [])
 

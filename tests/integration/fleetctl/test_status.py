@@ -83,8 +83,8 @@ def test_status_json_follows_its_schema(stack, cli) -> None:
     [primary] = document["variants"]
     assert (primary["instances"], primary["min_capacity"], primary["max_capacity"]) == (4, 4, 12)
     one_piece = [a for a in document["upcoming_actions"] if "One Piece" in (a["reason"] or "")]
-    # Capacity for the release the lead time (20 min) before 20:00 JST, and back after it ends (+15 min).
-    assert (one_piece[0]["at"], one_piece[0]["min_capacity"]) == ("2026-12-04T10:40:00Z", 12)
+    # Capacity for the release the lead time (40 min) before 20:00 JST, and back after it ends (+15 min).
+    assert (one_piece[0]["at"], one_piece[0]["min_capacity"]) == ("2026-12-04T10:20:00Z", 12)
     assert document["model_pointer"]["previous_endpoint_config_name"] == "manga-chat-prod-v5-config"
     assert document["kill_switch_engaged"] is False and document["lease"] is None
 

@@ -6,6 +6,7 @@ A series is requests/s per 5-minute slot (``SLOT``) from a slot-aligned UTC star
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -164,6 +165,22 @@ def test_a_slot_three_weeks_past_a_one_week_history_is_forecast_from_that_week()
     history = DemandSeries(T0, (5.0,) * SLOTS_PER_WEEK)
     assert forecast(history, T0 + WEEK, [T0 + 3 * WEEK]) == [5.0]
     assert forecast(history, T0 + WEEK, [T0 + 3 * WEEK], growth=1.1) == [6.655]  # 5 x 1.1 ** 3
+
+
+def test_past_weeks_are_read_at_the_same_local_time_across_a_daylight_saving_change() -> None:
+    # Los Angeles users busy at 09:00 local only; the clocks went forward on Sunday 2026-03-08. Three weeks of
+    # history from Monday 2026-02-23, then Monday 2026-03-16 09:00 PDT (16:00 UTC) is forecast.
+    la = ZoneInfo("America/Los_Angeles")
+    start = datetime(2026, 2, 23, 8, tzinfo=UTC)  # midnight in Los Angeles
+    slots = [start + i * SLOT for i in range(3 * SLOTS_PER_WEEK)]
+    history = DemandSeries(start, tuple(10.0 if s.astimezone(la).hour == 9 else 1.0 for s in slots))
+    now = start + 3 * WEEK
+    nine = datetime(2026, 3, 16, 16, tzinfo=UTC)
+    assert forecast(history, now, [nine], zone=la) == [10.0]
+    # Read 168 hours back instead, two of the three weeks give their 08:00 (winter time): the busy hour is missed
+    # and comes an hour late.
+    assert forecast(history, now, [nine]) == [1.0]
+    assert forecast(history, now, [nine + timedelta(hours=1)]) == [10.0]
 
 
 def test_a_slot_no_past_week_holds_has_no_forecast() -> None:

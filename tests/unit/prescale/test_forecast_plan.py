@@ -12,9 +12,11 @@ import random
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from botocore.exceptions import ClientError
+from pydantic import ValidationError
 
 from fleetops.audit import AuditRecord
 from fleetops.aws.audit_table import AuditTable
@@ -141,6 +143,27 @@ def drops(entry: RecurringEvent = WEDNESDAY_DROP) -> list[Occurrence]:
     found = entry.occurrences(T0, NOW + timedelta(hours=26))
     assert [o.start for o in found] == [at("10:00", T0 + k * WEEK) for k in range(4)]
     return found
+
+
+def test_the_busy_hour_of_users_whose_clocks_changed_is_planned_at_their_local_time() -> None:
+    # Los Angeles users: 16 req/s from 09:00 to 10:00 local time (4 instances), 8 otherwise (2). The clocks went
+    # forward on 2026-03-08; planned at Monday 2026-03-16 00:00 local from the three weeks before, two of them
+    # in winter time. With the variant's traffic_timezone the rise comes the lead time (20 min) before 09:00 PDT
+    # (16:00 UTC); read 168 hours back, it would come an hour late.
+    la = ZoneInfo("America/Los_Angeles")
+    now = datetime(2026, 3, 16, 7, tzinfo=UTC)
+    series = history(lambda slot: 16.0 if slot.astimezone(la).hour == 9 else 8.0, start=now - 3 * WEEK, end=now)
+    local = VariantConfig.model_validate({**VARIANT.model_dump(), "traffic_timezone": "America/Los_Angeles"})
+
+    rises = [s.at for s in plan_from_history(local, [], SETTINGS, now, series).steps if s.min_capacity == 4]
+    assert rises[0] == datetime(2026, 3, 16, 15, 40, tzinfo=UTC)
+    rises = [s.at for s in plan_from_history(VARIANT, [], SETTINGS, now, series).steps if s.min_capacity == 4]
+    assert rises[0] == datetime(2026, 3, 16, 16, 40, tzinfo=UTC)
+
+
+def test_a_traffic_timezone_that_is_no_time_zone_is_refused_with_what_to_use() -> None:
+    with pytest.raises(ValidationError, match="unknown time zone 'Pacific/Hollywood'"):
+        VariantConfig.model_validate({**VARIANT.model_dump(), "traffic_timezone": "Pacific/Hollywood"})
 
 
 def test_a_recurring_event_is_planned_at_the_size_it_really_had_and_from_when_its_traffic_really_arrived() -> None:

@@ -31,7 +31,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 
 SLOT_S = 300  # CloudWatch keeps 5-minute datapoints for 63 days (1-minute ones for 15): one period for all history
 SLOT = timedelta(seconds=SLOT_S)
@@ -87,7 +87,7 @@ class DemandSeries:
         return self.start + len(self.rps) * SLOT
 
     def index(self, at: datetime) -> int:
-        return int((at - self.start) / SLOT)
+        return (at - self.start) // SLOT
 
     def at(self, when: datetime) -> float | None:
         i = self.index(when)
@@ -162,11 +162,33 @@ def weekly_growth(series: DemandSeries) -> float:
     return min(MAX_WEEKLY_GROWTH, max(1 / MAX_WEEKLY_GROWTH, statistics.median(ratios)))
 
 
-def forecast(series: DemandSeries, now: datetime, slots: Sequence[datetime], growth: float = 1.0) -> list[float | None]:
+def weeks_before(slot: datetime, weeks: int, zone: tzinfo = UTC) -> datetime:
+    """``slot`` ``weeks`` weeks earlier by the clocks of ``zone`` (UTC): across a daylight-saving change, an hour
+    more or less than ``weeks`` x 168 hours, so that the same local hour of past weeks is compared.
+
+    Examples
+    --------
+    >>> from zoneinfo import ZoneInfo
+    >>> la = ZoneInfo("America/Los_Angeles")
+    >>> monday = datetime(2026, 3, 9, 16, tzinfo=UTC)  # 09:00 in Los Angeles, the day after the clocks went forward
+    >>> print(weeks_before(monday, 1, la))  # 09:00 a week earlier, still winter time
+    2026-03-02 17:00:00+00:00
+    >>> print(weeks_before(monday, 1))
+    2026-03-02 16:00:00+00:00
+    """
+    if zone is UTC:
+        return slot - weeks * WEEK
+    return (slot.astimezone(zone) - weeks * WEEK).astimezone(UTC)
+
+
+def forecast(
+    series: DemandSeries, now: datetime, slots: Sequence[datetime], growth: float = 1.0, zone: tzinfo = UTC
+) -> list[float | None]:
     """Expected everyday demand (requests/s) of each slot in ``slots`` (all at or after ``now``).
 
-    The median over past weeks k = 1, 2, ... of ``series`` at ``slot - k weeks`` times ``growth ** k``, using
-    only history before ``now``; ``None`` for a slot no past week holds.
+    The median over past weeks k = 1, 2, ... of ``series`` at the slot's local time in ``zone`` k weeks earlier
+    (:func:`weeks_before`) times ``growth ** k``, using only history before ``now``; ``None`` for a slot no past
+    week holds.
 
     Examples
     --------
@@ -184,14 +206,13 @@ def forecast(series: DemandSeries, now: datetime, slots: Sequence[datetime], gro
     limit = min(len(series.rps), int((now - series.start).total_seconds()) // SLOT_S)
     found: list[float | None] = []
     for slot in slots:
-        past = int((slot - series.start).total_seconds()) // SLOT_S - SLOTS_PER_WEEK
         seen = []
         k = 1
-        while past >= 0:
+        while (past := series.index(weeks_before(slot, k, zone))) >= 0:
             value = series.rps[past] if past < limit else None
             if value is not None:
                 seen.append(value * growth**k)
-            k, past = k + 1, past - SLOTS_PER_WEEK
+            k += 1
         found.append(round(statistics.median(seen), 6) if seen else None)
     return found
 

@@ -144,7 +144,8 @@ def plan_from_history(
     usual = everyday(history, event_spans)
     growth = weekly_growth(usual)
     recent = recent_slots(now, event_spans)
-    ratio = level_ratio(history, recent, forecast(usual, now, recent, growth))
+    zone = variant.traffic_zone
+    ratio = level_ratio(history, recent, forecast(usual, now, recent, growth, zone))
     learned = _learn_sizes(events, history, usual, settings)
     lead = timedelta(minutes=settings.lead_time_minutes)
     delay = timedelta(minutes=settings.scale_in_delay_minutes)
@@ -152,7 +153,7 @@ def plan_from_history(
     horizon_end = now + timedelta(hours=settings.planning_horizon_hours)
     span_start, span_end = floor_slot(first - delay), horizon_end + lead + SLOT
     slots = [span_start + i * SLOT for i in range(int((span_end - span_start) / SLOT))]
-    everyday_rps = [v if v is not None else variant.baseline_rps for v in forecast(usual, now, slots, growth)]
+    everyday_rps = [v if v is not None else variant.baseline_rps for v in forecast(usual, now, slots, growth, zone)]
     sized = [
         _Sized(o, *learned[o.name])
         for o in events
