@@ -24,6 +24,7 @@ from fleetsim.scenarios import (
     expected_rps,
     generate,
     scenario,
+    setup_for,
 )
 from fleetsim.simulate import Setup, load_setup
 from fleetsim.traffic import Spike, Trace
@@ -217,6 +218,14 @@ def test_a_level_step_scales_everything_from_its_day_on_events_included() -> Non
     step = _tick(world, JUDGED_MONDAY - timedelta(days=1))
     assert np.allclose(busy[:step], usual[:step])
     assert np.allclose(busy[step:], 1.8 * usual[step:])  # the Monday drop too: it is sized on the level
+
+
+def test_the_operator_of_a_scenario_sets_its_cap_and_the_zone_where_clocks_change() -> None:
+    setup, _ = _setup()
+    us = setup_for(replace(scenario("us-pacific-1x"), cap=20), setup)
+    assert (us.variant.traffic_timezone, us.variant.cap) == ("America/Los_Angeles", 20)
+    tokyo = setup_for(scenario("baseline-1x"), setup)  # no daylight saving: UTC reads the same hours
+    assert (tokyo.variant.traffic_timezone, tokyo.variant.cap) == ("UTC", setup.variant.cap)
 
 
 def test_a_scenario_is_checked_when_it_is_written() -> None:
