@@ -577,18 +577,24 @@ def test_a_forecast_above_the_cap_already_under_way_is_sent_once_not_at_every_ru
     assert len(notifier.sent) == 1
 
 
+def wednesdays_then(today_rps: float, now: datetime) -> DemandSeries:
+    """Four weeks at 20 req/s, 40 during each Wednesday's 10:00 drop, then ``today_rps`` from midnight to ``now``."""
+
+    def rate(slot: datetime) -> float:
+        if slot >= NOW:
+            return today_rps
+        return 40.0 if slot >= T0 and slot.weekday() == 2 and "10:00" <= f"{slot:%H:%M}" < "11:00" else 20.0
+
+    return history(rate, start=T0 - WEEK, end=now)
+
+
 def test_a_quiet_morning_lowers_the_hours_ahead_but_not_an_event_sized_over_the_usual_level() -> None:
     # Past Wednesdays: 20 req/s all day (5 instances), 40 during the 10:00 drop (learned x2: 10 instances).
     # Today ran at 11 req/s since midnight, 0.55 of the forecast: the plan at 08:00 lowers today's everyday
     # level by 0.55 ** exp(-hours ahead / 6), and keeps the drop at the size learned over the usual 20.
     # Four weeks of history, so that the trend (the median of three week-over-week ratios) stays 1.0.
-    def rate(slot: datetime) -> float:
-        if slot >= NOW:
-            return 11.0
-        return 40.0 if slot >= T0 and slot.weekday() == 2 and "10:00" <= f"{slot:%H:%M}" < "11:00" else 20.0
-
     now = at("08:00")
-    plan = plan_from_history(VARIANT, drops(), SETTINGS, now, history(rate, start=T0 - WEEK, end=now))
+    plan = plan_from_history(VARIANT, drops(), SETTINGS, now, wednesdays_then(11.0, now))
 
     assert plan.summary.level_ratio == 0.55
     assert plan.current == 3  # 08:00 to 08:20: about 11 req/s -> 3 instances (5 without today's level)
@@ -605,14 +611,9 @@ def test_a_busy_morning_sizes_up_the_event_ahead_and_leaves_the_everyday_level_t
     # The same Wednesdays; today ran at 30 req/s since midnight, 1.5x the forecast. The everyday level stays
     # the forecast's 5 instances (traffic above it is target tracking's); the drop, learned as x2 over the usual
     # level, is sized over today's: 40 x 1.5 ** exp(-2 / 6) = 53.5 req/s at 10:00, 2 h ahead -> 14 instances.
-    def rate(slot: datetime) -> float:
-        if slot >= NOW:
-            return 30.0
-        return 40.0 if slot >= T0 and slot.weekday() == 2 and "10:00" <= f"{slot:%H:%M}" < "11:00" else 20.0
-
     now = at("08:00")
     roomy = VARIANT.model_copy(update={"cap": 20})
-    plan = plan_from_history(roomy, drops(), SETTINGS, now, history(rate, start=T0 - WEEK, end=now))
+    plan = plan_from_history(roomy, drops(), SETTINGS, now, wednesdays_then(30.0, now))
 
     assert plan.summary.level_ratio == 1.5
     assert plan.current == 5

@@ -47,12 +47,12 @@ MIN_RECENT_SLOTS = 12
 #: A correction fades over the hours ahead with this e-folding time: a quiet morning says something about the
 #: afternoon, little about tomorrow.
 LEVEL_MEMORY = timedelta(hours=6)
-#: A ratio at or above this is noise (two hours of 5-minute slots at this project's traffic vary by a few %).
+#: A ratio from this to its inverse is noise (two hours of 5-minute slots at this project's traffic vary by a
+#: few %).
 LEVEL_DEADBAND = 0.9
 #: The largest cut: a quiet spell never lowers the forecast below half.
 MIN_LEVEL_RATIO = 0.5
-#: Where a level above the expected one is used at all (a new endpoint's events, sized from its configuration), a
-#: ratio up to 1 / ``LEVEL_DEADBAND`` is noise, and at most this much is believed.
+#: The largest rise believed (a level above the expected one sizes up the events ahead).
 MAX_LEVEL_RATIO = 3.0
 
 Span = tuple[datetime, datetime]

@@ -43,7 +43,7 @@ class ForecastSummary(StrictModel):
     history_days: float = 0.0
     weekly_growth: float = 1.0
     # The last two hours over their forecast (or, from a short history, the configured level) where off it beyond
-    # noise, else 1.0: below 1 it lowers the hours ahead; above 1 (configured levels only) it raises the events ahead.
+    # noise, else 1.0: below 1 it lowers the everyday hours ahead; above 1 it raises the events ahead.
     level_ratio: float = 1.0
     configured_baseline_rps: float
     forecast_low_rps: float | None = None  # the horizon's quietest and busiest everyday slot
