@@ -25,10 +25,20 @@ from typing import Protocol
 
 from fleetsim.traffic import TICK_S, Trace
 
+#: Mean seconds a request spends in the model container (prefill, its streamed answer to the last token), the
+#: request-seconds behind ``ConcurrentRequestsPerInstanceTarget`` in templates/variant_remediation.yaml: TTFT ~0.25 s
+#: plus the decode of an average answer, against the playbook's 5 s p95 answer latency. By Little's law an
+#: instance at ``capacity_rps_per_instance`` (4/s) holds 4 x 3 = 12 requests; measure yours from
+#: ``ConcurrentRequestsPerModel`` / (``Invocations`` per second per instance) on a quiet hour.
+REQUEST_SECONDS = 3.0
+
 
 @dataclass(frozen=True)
 class FleetParams:
+    """The world's instances: what each really serves (a scenario may make it differ from fleet.yaml's figure)."""
+
     capacity_rps_per_instance: float
+    request_seconds: float = REQUEST_SECONDS  # longer answers: fewer requests per instance, more of them in it
     provisioning_s: tuple[int, int] = (300, 480)
     container_ready_s: int = 75  # vLLM on an A10G: weights ~15 s, CUDA graphs ~30 s, warm-up ~10 s
     max_queue_wait_s: float = 60.0

@@ -1,17 +1,22 @@
-"""A simulated CloudWatch for the pre-scale reconciler: the trace's own ``Invocations``, up to the simulated now.
+"""A simulated CloudWatch for the pre-scale reconciler: the trace's own ``Invocations``, up to the simulated now,
+and what the simulated instances served (``InvocationsPerInstance``, ``QueueDepth``) in the minutes played so far.
 
-The reconciler reads its forecast's history through :class:`~fleetops.prescale.demand_history.DemandHistory`;
-this subclass answers from the trace instead of GetMetricData, in the same five-minute sums, and refuses to
-answer past the simulated clock, so no simulated decision can see the future.
+The reconciler reads its history through :class:`~fleetops.prescale.demand_history.DemandHistory`; this subclass
+answers from the trace and the played minutes instead of GetMetricData, in the same five-minute slots, and refuses
+to answer past the simulated clock, so no simulated decision can see the future. The trace's history weeks were
+served by no simulated fleet, so they hold demand but no per-instance figures.
 """
 
 from __future__ import annotations
 
+import bisect
 from datetime import datetime
 
 from fleetops.prescale.demand_history import DemandHistory
 from fleetops.prescale.forecast import SLOT, SLOT_S, DemandSeries, floor_slot
-from fleetsim.traffic import TICK, Trace
+from fleetops.prescale.served_capacity import MinuteLoad
+from fleetsim.fleet import Minute
+from fleetsim.traffic import TICK, TICK_S, Trace
 
 
 class FutureReadError(AssertionError):
@@ -32,6 +37,15 @@ class SimulatedHistory(DemandHistory):
         per_slot = int(SLOT / TICK)
         minutes = trace.requests[skip:]
         self._rps = [sum(minutes[i : i + per_slot]) / SLOT_S for i in range(0, len(minutes) - per_slot + 1, per_slot)]
+        self._queued: list[Minute] = []  # the played minutes that ended with a queue
+
+    def record(self, minute: Minute) -> None:
+        """A minute the simulated fleet has just served (its metrics reach CloudWatch).
+
+        Only minutes with a queue are kept: those without one weigh nothing in the served rate, and a week of them
+        read on every run would cost more than the rest of the simulation."""
+        if minute.queued > 0:
+            self._queued.append(minute)
 
     def invocations(self, endpoint_name: str, variant_name: str, start: datetime, end: datetime) -> DemandSeries:
         if end > self.now:
@@ -45,3 +59,12 @@ class SimulatedHistory(DemandHistory):
             newest = first + (held[-1] + 1) * SLOT
             self.latest_read = newest if self.latest_read is None else max(self.latest_read, newest)
         return DemandSeries(first, tuple(rps))
+
+    def minute_loads(self, endpoint_name: str, variant_name: str, start: datetime, end: datetime) -> list[MinuteLoad]:
+        if end > self.now:
+            raise FutureReadError(f"minute loads to {end.isoformat()} asked for at {self.now.isoformat()}")
+        return [
+            MinuteLoad(m.at, m.invocations_per_instance / TICK_S, m.queue_per_instance)
+            for m in self._queued[bisect.bisect_left(self._queued, start, key=lambda m: m.at) :]
+            if m.at + TICK <= end
+        ]

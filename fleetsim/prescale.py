@@ -134,4 +134,5 @@ class CalendarPrescale:
         return level
 
     def after(self, minute: Minute, scaler: Scaler) -> None:
-        pass
+        if self.history is not None:
+            self.history.record(minute)

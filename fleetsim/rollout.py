@@ -54,7 +54,12 @@ def run_rollout(
     tracking: Sequence[TargetTrackingSpec],
 ) -> RolloutRun:
     primary = Variant(policy, scaler, params, seed=seed)
-    canary = Variant(TargetTracking(*tracking, name="canary"), Scaler(0, rollout.max_canary, 0), params, seed=seed + 1)
+    canary = Variant(
+        TargetTracking(*tracking, name="canary", request_seconds=params.request_seconds),
+        Scaler(0, rollout.max_canary, 0),
+        params,
+        seed=seed + 1,
+    )
     run = RolloutRun(primary.minutes, canary.minutes)
     step, weight, baked_from = -1, 0.0, None
     need = 0  # instances the step waits for: the canary's (a canary step) or the primary's (the promotion)

@@ -27,7 +27,7 @@ This module is the world, not the policy: it reads the calendar's occurrence tim
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
@@ -116,6 +116,9 @@ class Scenario:
     # (days from the judged week's start, factor): from then on the whole level, events included, runs at factor
     # times what it was (a campaign, a new market); negative days put the step in the history.
     level_step: tuple[float, float] | None = None
+    # What one instance really serves, over fleet.yaml's capacity_rps_per_instance: below 1 a model with longer
+    # answers (each request that much longer in the container), above 1 one that was measured too cautiously.
+    capacity_factor: float = 1.0
 
     def __post_init__(self) -> None:
         if self.weeks < 2:
@@ -129,6 +132,8 @@ class Scenario:
             raise ValueError(f"{self.name}: quiet_days are (0-6, share > 0), level_walk at least 0")
         if self.level_step is not None and self.level_step[1] <= 0:
             raise ValueError(f"{self.name}: level_step's factor must be positive")
+        if self.capacity_factor <= 0:
+            raise ValueError(f"{self.name}: capacity_factor must be positive")
         for spike in self.spikes:
             if not self.judged_from <= spike.start < self.end:
                 raise ValueError(f"{self.name}: spike at {spike.start.isoformat()} is not in the judged week")
@@ -404,14 +409,23 @@ SCENARIOS: tuple[Scenario, ...] = (
 def setup_for(world: Scenario, setup: Setup) -> Setup:
     """``setup`` as the scenario's operator would set it: the variant's ``traffic_timezone`` where its users'
     clocks change for daylight saving (elsewhere the default, UTC, compares the same hours and costs less to
-    simulate), and its cap where the scenario has one (the policy's own settings are untouched)."""
+    simulate), and its cap where the scenario has one (the policy's own settings are untouched); and the world's
+    instances, which serve ``capacity_factor`` times what fleet.yaml says (the operator does not know)."""
     variant: dict[str, Any] = {}
     zone = ZoneInfo(world.zone)
     if any(zone.dst(datetime(world.start.year, month, 1)) for month in (1, 7)):
         variant["traffic_timezone"] = world.zone
     if world.cap is not None:
         variant["cap"] = world.cap
-    return setup.tuned(variant=variant)
+    tuned = setup.tuned(variant=variant)
+    if world.capacity_factor == 1.0:
+        return tuned
+    params = replace(
+        tuned.params,
+        capacity_rps_per_instance=tuned.variant.capacity_rps_per_instance * world.capacity_factor,
+        request_seconds=tuned.params.request_seconds / world.capacity_factor,
+    )
+    return replace(tuned, params=params)
 
 
 def scenario(name: str) -> Scenario:

@@ -111,7 +111,7 @@ def load_setup(
 
 def make_policy(name: str, setup: Setup, history: SimulatedHistory | None = None) -> Combined:
     """``reactive`` or ``project``; the project's reconciler reads ``history`` (None: configured levels only)."""
-    tracking = TargetTracking(*setup.tracking)
+    tracking = TargetTracking(*setup.tracking, request_seconds=setup.params.request_seconds)
     if name == "reactive":
         return Combined("reactive", [tracking])
     if name == "project":

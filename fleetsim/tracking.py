@@ -18,15 +18,8 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from fleetsim.fleet import Minute, Scaler
+from fleetsim.fleet import REQUEST_SECONDS, Minute, Scaler
 from fleetsim.stack import CONCURRENT_REQUESTS_PER_MODEL, TargetTrackingSpec
-
-#: Mean seconds a request spends in the model container (prefill, its streamed answer to the last token), the
-#: request-seconds behind ``ConcurrentRequestsPerInstanceTarget`` in templates/variant_remediation.yaml: TTFT ~0.25 s
-#: plus the decode of an average answer, against the playbook's 5 s p95 answer latency. By Little's law an
-#: instance at ``capacity_rps_per_instance`` (4/s) holds 4 x 3 = 12 requests; measure yours from
-#: ``ConcurrentRequestsPerModel`` / (``Invocations`` per second per instance) on a quiet hour.
-REQUEST_SECONDS = 3.0
 
 #: 10-second datapoints per minute of a high-resolution metric, and how many in a row trip its scale-out alarm.
 HIGH_RESOLUTION_DATAPOINTS = 6
@@ -96,11 +89,13 @@ class TrackingPolicy:
 class TargetTracking:
     """The target-tracking policies of one scalable target, acting together as Application Auto Scaling does."""
 
-    def __init__(self, *specs: TargetTrackingSpec, name: str = "target-tracking") -> None:
+    def __init__(
+        self, *specs: TargetTrackingSpec, name: str = "target-tracking", request_seconds: float = REQUEST_SECONDS
+    ) -> None:
         if not specs:
             raise ValueError("target tracking needs at least one policy")
         self.name = name
-        self.policies = [TrackingPolicy(spec) for spec in specs]
+        self.policies = [TrackingPolicy(spec, request_seconds) for spec in specs]
 
     def before(self, at: datetime, scaler: Scaler) -> None:
         pass

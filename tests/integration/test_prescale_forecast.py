@@ -1,7 +1,8 @@
 """The forecast-driven plan on the moto server: history read with GetMetricData, learned sizes, released raises.
 
-Three weeks of the variant's ``AWS/SageMaker`` ``Invocations`` are put into the emulator's CloudWatch as SageMaker
-would have published them. That history is a fixture (weeks of real traffic cannot be replayed here); everything
+Three weeks of the variant's ``AWS/SageMaker`` ``Invocations`` (and, where a test needs them, minutes of
+``InvocationsPerInstance`` and the container's ``QueueDepth``) are put into the emulator's CloudWatch as SageMaker
+and the container would have published them. That history is a fixture (weeks of real traffic cannot be replayed here); everything
 after it (the read, the forecast, the scheduled actions, the release of a responder raise) is the project's code
 against the emulator over HTTP.
 """
@@ -22,7 +23,13 @@ from fleetops.aws.notifier import Notifier
 from fleetops.aws.retry import FAST_RETRY
 from fleetops.aws.switches import KillSwitch
 from fleetops.config import FleetConfig
-from fleetops.metrics import NAMESPACE, SAGEMAKER_INVOCATIONS, SAGEMAKER_NAMESPACE, MetricName
+from fleetops.metrics import (
+    NAMESPACE,
+    SAGEMAKER_INVOCATIONS,
+    SAGEMAKER_INVOCATIONS_PER_INSTANCE,
+    SAGEMAKER_NAMESPACE,
+    MetricName,
+)
 from fleetops.prescale.calendar_table import CalendarTable
 from fleetops.prescale.demand_history import DemandHistory
 from fleetops.prescale.reconciler import PrescaleDeps, reconcile
@@ -94,6 +101,23 @@ def put_history(days: int, quiet_since: datetime = NOW, quiet_rps: float = EVERY
         cloudwatch.put_metric_data(Namespace=SAGEMAKER_NAMESPACE, MetricData=data[i : i + 1000])
 
 
+def put_queued_minutes(rps_per_instance: float, queue: float, minutes: int) -> None:
+    """``minutes`` one-minute points, yesterday evening, of what SageMaker (``InvocationsPerInstance``) and the
+    container (``QueueDepth``, vLLM's requests waiting per instance) would have published while requests queued."""
+    cloudwatch = boto3.client("cloudwatch")
+    dimensions = [{"Name": "EndpointName", "Value": EP}, {"Name": "VariantName", "Value": "primary"}]
+    start = NOW - timedelta(hours=15)
+    for namespace, name, value in (
+        (SAGEMAKER_NAMESPACE, SAGEMAKER_INVOCATIONS_PER_INSTANCE, rps_per_instance * 60),
+        (NAMESPACE, MetricName.QUEUE_DEPTH, queue),
+    ):
+        data = [
+            {"MetricName": name, "Dimensions": dimensions, "Timestamp": start + timedelta(minutes=i), "Value": value}
+            for i in range(minutes)
+        ]
+        cloudwatch.put_metric_data(Namespace=namespace, MetricData=data)
+
+
 @pytest.fixture
 def resources() -> CoreResources:
     res = create_core_resources()
@@ -149,6 +173,35 @@ def test_three_weeks_of_history_plan_the_friday_release_at_its_learned_size(deps
     [raise_now] = [c for c in plan.changes if c.kind == "raise_min"]  # MinCapacity 2 -> 3, the everyday level
     assert raise_now.after == {"min_capacity": 3, "max_capacity": 12}
     assert AutoScaling().get_target(EP, "primary").min_capacity == 3  # type: ignore[union-attr]
+
+
+def test_instances_that_served_less_than_configured_raise_every_level_and_say_so(
+    deps: PrescaleDeps, resources: CoreResources
+) -> None:
+    # Three weeks of history as above, and 40 minutes last night with 6 requests waiting per instance while each
+    # instance took 2.4 requests/s (a model with longer answers than the configured 4/s was measured on). The plan
+    # counts on 90 % of that, 2.16/s: the everyday 8 req/s x 1.25 / 2.16 -> 5 instances, not 3; Friday's 24 -> 14,
+    # held at the cap of 12.
+    put_history(days=21)
+    put_queued_minutes(2.4, queue=6.0, minutes=40)
+
+    plan = reconcile(fleet_config(), deps, now=NOW, trigger="test", dry_run=False)
+
+    [variant] = plan.variants
+    assert variant.served_capacity is not None
+    assert (variant.served_capacity.served_rps, variant.served_capacity.used_rps) == (2.4, 2.16)
+    assert variant.served_capacity.saturated_minutes == 40
+    assert variant.current_min_capacity == 5
+    assert AutoScaling().get_target(EP, "primary").min_capacity == 5  # type: ignore[union-attr]
+    friday_start = datetime(2026, 12, 4, 11, 0, tzinfo=UTC)
+    assert levels() == [
+        (friday_start - timedelta(minutes=20), 12),
+        (friday_start + timedelta(hours=2, minutes=15), 5),
+    ]
+    trail = AuditTable(resources.audit_table).list(EP)
+    [served] = [r for r in trail if r.action == f"served rate {EP}/primary"]
+    assert served.reason.startswith("instances served 2.4/s with a queue, against 4 configured: planning with 2.16;")
+    assert not [r for r in trail if r.action.startswith("forecast over cap")]  # 12 x 2.16 serve 24: headroom short
 
 
 def test_a_quiet_day_lowers_the_hours_ahead_and_leaves_the_friday_release_at_its_learned_size(

@@ -12,9 +12,11 @@ from enum import StrEnum
 #: CloudWatch namespace for everything the project emits (data plane and control plane).
 NAMESPACE = "MangaAssistant/LLMServing"
 
-#: SageMaker's own per-variant metrics that the control plane reads (the pre-scale forecast's history).
+#: SageMaker's own per-variant metrics that the control plane reads (the pre-scale forecast's history, and the rate
+#: the instances really served: fleetops.prescale.served_capacity).
 SAGEMAKER_NAMESPACE = "AWS/SageMaker"
 SAGEMAKER_INVOCATIONS = "Invocations"
+SAGEMAKER_INVOCATIONS_PER_INSTANCE = "InvocationsPerInstance"
 
 
 class Dimension(StrEnum):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from fleetops.prescale.forecast import DemandSeries
+from fleetsim.fleet import Minute
 from fleetsim.history import FutureReadError, SimulatedHistory
 from fleetsim.policies import CalendarPrescale
 from fleetsim.simulate import load_setup, run_policies
@@ -34,6 +36,47 @@ def test_only_whole_slots_that_ended_by_now_are_returned() -> None:
     series = history.invocations("e", "v", JUDGED - timedelta(minutes=10), history.now)
     assert (series.start, series.rps) == (JUDGED - timedelta(minutes=10), (10.0, 10.0, 600 / 60))
     assert history.latest_read == JUDGED + timedelta(minutes=5)
+
+
+def _minute(at: datetime, arrived: int, serving: int, queued: float) -> Minute:
+    return Minute(at, arrived, arrived, 0, queued, 0.0, serving, serving, serving, serving)
+
+
+def test_the_instances_minutes_are_read_as_cloudwatch_holds_them_and_never_ahead() -> None:
+    # InvocationsPerInstance per second and QueueDepth per instance, for the minutes played (with a queue) so far.
+    history = SimulatedHistory(_trace(600))
+    for i, queued in enumerate((0.0, 12.0, 30.0)):
+        history.record(_minute(JUDGED + timedelta(minutes=i), 720, 4, queued))
+    history.now = JUDGED + timedelta(minutes=3)
+
+    loads = history.minute_loads("e", "v", JUDGED, history.now)
+
+    assert [(m.at, m.invocations_per_instance_rps, m.queue_per_instance) for m in loads] == [
+        (JUDGED + timedelta(minutes=1), 3.0, 3.0),
+        (JUDGED + timedelta(minutes=2), 3.0, 7.5),
+    ]
+    with pytest.raises(FutureReadError, match="minute loads to 2026-11-23T00:04:00"):
+        history.minute_loads("e", "v", JUDGED, history.now + timedelta(minutes=1))
+
+
+def test_instances_that_serve_less_than_fleet_yaml_says_are_found_out_as_the_day_is_played() -> None:
+    # fleet.yaml rates an instance at 4/s; this world's serve 2.8 (a model with longer answers). The judged day
+    # runs at 10/s, like its history: the plan's 3 instances hold 8.4, so requests queue until the reconciler,
+    # reading only the minutes played so far, plans with what the instances served.
+    setup = load_setup("manga-chat-prod")
+    world = replace(setup, params=replace(setup.params, capacity_rps_per_instance=2.8, request_seconds=3 / 0.7))
+    runs = run_policies(_trace(600), world, seed=1, policies=("project",), judge_from=JUDGED)
+
+    policy = runs["project"].policy
+    assert policy is not None
+    [prescale] = [p for p in policy.parts if isinstance(p, CalendarPrescale)]
+    assert prescale.last_plan is not None
+    [variant] = prescale.last_plan.variants
+    assert variant.served_capacity is not None and variant.served_capacity.lowered
+    assert variant.served_capacity.served_rps is not None
+    assert 2.8 <= variant.served_capacity.served_rps < 3.6  # every arrival counts while the queue grows
+    assert runs["project"].minutes[0].min_capacity == 3
+    assert runs["project"].minutes[-1].min_capacity >= 4  # 10 / (0.9 x served)
 
 
 class Recording(SimulatedHistory):

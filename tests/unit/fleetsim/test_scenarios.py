@@ -228,6 +228,14 @@ def test_the_operator_of_a_scenario_sets_its_cap_and_the_zone_where_clocks_chang
     assert (tokyo.variant.traffic_timezone, tokyo.variant.cap) == ("UTC", setup.variant.cap)
 
 
+def test_a_world_whose_instances_serve_less_than_configured_leaves_the_operators_figure_alone() -> None:
+    setup, _ = _setup()
+    slower = setup_for(replace(scenario("baseline-1x"), capacity_factor=0.7), setup)
+    assert slower.variant.capacity_rps_per_instance == setup.variant.capacity_rps_per_instance  # what fleet.yaml says
+    assert slower.params.capacity_rps_per_instance == pytest.approx(0.7 * setup.variant.capacity_rps_per_instance)
+    assert slower.params.request_seconds == pytest.approx(setup.params.request_seconds / 0.7)  # longer answers
+
+
 def test_a_scenario_is_checked_when_it_is_written() -> None:
     world = scenario("baseline-1x")
     with pytest.raises(ValueError, match="quiet_days are"):
@@ -236,6 +244,8 @@ def test_a_scenario_is_checked_when_it_is_written() -> None:
         replace(world, level_walk=-0.1)
     with pytest.raises(ValueError, match="level_step's factor must be positive"):
         replace(world, level_step=(-1.0, 0.0))
+    with pytest.raises(ValueError, match="capacity_factor must be positive"):
+        replace(world, capacity_factor=0.0)
     with pytest.raises(ValueError, match="not in the judged week"):
         replace(world, spikes=(Spike(world.start + timedelta(days=1), 60, 3.0),))
     with pytest.raises(ValueError, match="at least one week of history"):

@@ -9,7 +9,7 @@ until ``scale_in_delay_minutes`` (15) after the last one ends.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -34,6 +34,7 @@ from fleetops.prescale.forecast import SLOT, SLOTS_PER_WEEK, WEEK, DemandSeries
 from fleetops.prescale.forecast_plan import plan_from_history
 from fleetops.prescale.models import OverCap, Step
 from fleetops.prescale.reconciler import PrescaleDeps, plan_variant, reconcile
+from fleetops.prescale.served_capacity import MinuteLoad
 
 T0 = datetime(2026, 11, 4, tzinfo=UTC)  # a Wednesday, midnight UTC: the history's first slot
 NOW = T0 + 3 * WEEK  # Wednesday 2026-11-25, midnight UTC: three whole weeks of history behind it
@@ -266,11 +267,21 @@ CONFIG = FleetConfig(version="test", prescale=SETTINGS, endpoints=(EndpointConfi
 
 
 class FakeHistory(DemandHistory):
-    """The variant's Invocations: ``days`` of ``rate`` before the end of the asked span; or ``error``."""
+    """The variant's Invocations: ``days`` of ``rate`` before the end of the asked span; or ``error``. Its minutes
+    of ``InvocationsPerInstance`` and ``QueueDepth``: ``loads`` (or ``error``)."""
 
-    def __init__(self, rate: Rate, days: float = 21, error: Exception | None = None) -> None:  # no client
-        self.rate, self.days, self.error = rate, days, error
+    def __init__(
+        self, rate: Rate, days: float = 21, error: Exception | None = None, loads: Sequence[MinuteLoad] = ()
+    ) -> None:  # no client
+        self.rate, self.days, self.error, self.loads = rate, days, error, list(loads)
         self.calls: list[tuple[str, str, datetime, datetime]] = []
+        self.load_calls: list[tuple[datetime, datetime]] = []
+
+    def minute_loads(self, endpoint_name: str, variant_name: str, start: datetime, end: datetime) -> list[MinuteLoad]:
+        self.load_calls.append((start, end))
+        if self.error is not None:
+            raise self.error
+        return [m for m in self.loads if start <= m.at < end]
 
     def invocations(self, endpoint_name: str, variant_name: str, start: datetime, end: datetime) -> DemandSeries:
         self.calls.append((endpoint_name, variant_name, start, end))
@@ -630,3 +641,88 @@ def test_a_morning_within_ten_percent_of_the_forecast_plans_as_if_it_were_usual(
     plan = plan_from_history(VARIANT, [], SETTINGS, now, history(rate, end=now))
 
     assert (plan.summary.level_ratio, plan.current, plan.steps) == (1.0, 5, [])
+
+
+def queued_minutes(rps: float, count: int, queue: float = 6.0) -> list[MinuteLoad]:
+    """``count`` minutes of yesterday evening, each ``rps`` per instance with ``queue`` requests waiting per instance."""
+    return [MinuteLoad(NOW - timedelta(hours=6) + timedelta(minutes=i), rps, queue) for i in range(count)]
+
+
+def test_instances_that_served_less_than_configured_lower_the_rate_every_level_divides_by() -> None:
+    # Three weeks of flat 8 req/s at the configured 4/s per instance: 2 instances. Forty minutes with a queue at
+    # 2.4/s per instance: the plan counts on 90 % of that, 2.16/s, so 8 / 2.16 = 3.7 -> 4 instances.
+    config, deps, audit, notifier = over_cap_deps()
+    deps.history = FakeHistory(flat(8.0), loads=queued_minutes(2.4, 40))
+
+    plan = reconcile(config, deps, now=NOW, trigger="schedule", dry_run=False)
+
+    [variant] = plan.variants
+    assert variant.served_capacity is not None
+    assert (variant.served_capacity.served_rps, variant.served_capacity.used_rps) == (2.4, 2.16)
+    assert variant.served_capacity.saturated_minutes == 40
+    assert variant.current_min_capacity == 4
+    expected = (
+        "instances served 2.4/s with a queue, against 4 configured: planning with 2.16; measure and set "
+        "capacity_rps_per_instance (and InvocationsPerInstanceTarget) for the model now serving"
+    )
+    [record] = [r for r in audit.records if r.action == "served rate ep/primary"]
+    assert (record.outcome, record.reason) == ("skipped", expected)
+    assert notifier.sent == [("[prescale] instances serve fewer requests than configured on ep/primary", expected)]
+    assert deps.history.load_calls == [(NOW - timedelta(days=7), NOW)]
+
+
+@pytest.mark.parametrize(
+    ("loads", "why"),
+    [
+        (queued_minutes(2.4, 29), "29 minutes with a queue in 7 days, 30 needed: configured"),
+        (queued_minutes(2.4, 40, queue=1.5), "0 minutes with a queue in 7 days, 30 needed: configured"),
+        (queued_minutes(3.7, 40), "instances served 3.7/s with a queue: the configured rate holds"),
+    ],
+    ids=["too-few-minutes", "queue-too-short", "within-10-percent"],
+)
+def test_the_configured_rate_holds_without_enough_evidence_against_it(loads: list[MinuteLoad], why: str) -> None:
+    config, deps, audit, notifier = over_cap_deps()
+    deps.history = FakeHistory(flat(8.0), loads=loads)
+
+    plan = reconcile(config, deps, now=NOW, trigger="schedule", dry_run=False)
+
+    [variant] = plan.variants
+    assert variant.served_capacity is not None
+    assert (variant.served_capacity.used_rps, variant.served_capacity.why) == (4.0, why)
+    assert variant.current_min_capacity == 2
+    assert not [r for r in audit.records if r.action.startswith("served rate")]
+    assert notifier.sent == []
+
+
+def test_a_stuck_engine_never_plans_with_less_than_half_the_configured_rate() -> None:
+    plan = reconcile(
+        CONFIG,
+        PrescaleDeps(
+            autoscaling=MemoryAutoScaling(ScalableTarget(min_capacity=2, max_capacity=12)),
+            calendar=NoRows(),
+            audit=MemoryAudit(),
+            kill_switch=Released(),
+            history=FakeHistory(flat(8.0), loads=queued_minutes(0.3, 60, queue=40.0)),
+        ),
+        now=NOW,
+        trigger="schedule",
+        dry_run=True,
+    )
+
+    [variant] = plan.variants
+    assert variant.served_capacity is not None
+    assert (variant.served_capacity.served_rps, variant.served_capacity.used_rps) == (0.3, 2.0)
+    assert variant.current_min_capacity == 4  # 8 / 2
+
+
+def test_a_rate_that_cannot_be_read_keeps_the_configured_one_and_says_so() -> None:
+    denied = ClientError({"Error": {"Code": "AccessDenied", "Message": "not allowed"}}, "GetMetricData")
+    config, deps, _, _ = over_cap_deps()
+    deps.history = FakeHistory(flat(8.0), error=denied)
+
+    plan = reconcile(config, deps, now=NOW, trigger="schedule", dry_run=True)
+
+    [variant] = plan.variants
+    assert variant.served_capacity is not None
+    assert variant.served_capacity.used_rps == 4.0
+    assert variant.served_capacity.why.startswith("could not read InvocationsPerInstance and QueueDepth (")

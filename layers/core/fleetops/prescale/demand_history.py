@@ -1,4 +1,5 @@
-"""A variant's own demand history: SageMaker's per-variant ``Invocations`` from CloudWatch, five minutes a point."""
+"""A variant's own history from CloudWatch, five minutes a point: SageMaker's per-variant ``Invocations`` (the
+forecast's demand) and what its instances served while requests queued (the planner's rate per instance)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,18 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from fleetops.aws import clients
-from fleetops.metrics import SAGEMAKER_INVOCATIONS, SAGEMAKER_NAMESPACE, Dimension
+from fleetops.metrics import (
+    NAMESPACE,
+    SAGEMAKER_INVOCATIONS,
+    SAGEMAKER_INVOCATIONS_PER_INSTANCE,
+    SAGEMAKER_NAMESPACE,
+    Dimension,
+    MetricName,
+)
 from fleetops.prescale.forecast import SLOT, SLOT_S, DemandSeries, floor_slot
+from fleetops.prescale.served_capacity import MinuteLoad
+
+MINUTE_S = 60  # the planner's rate per instance reads one-minute points (fleetops.prescale.served_capacity)
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient
@@ -41,7 +52,7 @@ def series_from_sums(start: datetime, end: datetime, sums: dict[datetime, float]
 
 
 class DemandHistory:
-    """Reads ``AWS/SageMaker`` ``Invocations`` (Sum, 5-minute periods) of one variant with GetMetricData."""
+    """Reads one variant's metrics in 5-minute periods with GetMetricData."""
 
     def __init__(self, client: CloudWatchClient | None = None) -> None:
         self._client = client or clients.client("cloudwatch")
@@ -49,36 +60,54 @@ class DemandHistory:
     def invocations(self, endpoint_name: str, variant_name: str, start: datetime, end: datetime) -> DemandSeries:
         """The variant's requests/s per whole slot of ``[start, end)`` (only slots that ended by ``end``)."""
         first, last = floor_slot(start), floor_slot(end)
+        query = _query("invocations", SAGEMAKER_NAMESPACE, SAGEMAKER_INVOCATIONS, "Sum", SLOT_S)
+        sums = self._read([query], endpoint_name, variant_name, first, last)["invocations"]
+        return series_from_sums(first, last, sums)
+
+    def minute_loads(self, endpoint_name: str, variant_name: str, start: datetime, end: datetime) -> list[MinuteLoad]:
+        """Each minute of ``[start, end)`` with both SageMaker's ``InvocationsPerInstance`` (Sum) and the container's
+        ``QueueDepth`` (Average: vLLM's requests waiting, per instance): what the instances served."""
+        queries = [
+            _query("perinstance", SAGEMAKER_NAMESPACE, SAGEMAKER_INVOCATIONS_PER_INSTANCE, "Sum", MINUTE_S),
+            _query("queue", NAMESPACE, MetricName.QUEUE_DEPTH, "Average", MINUTE_S),
+        ]
+        read = self._read(queries, endpoint_name, variant_name, _minute(start), _minute(end))
+        per_instance, queue = read["perinstance"], read["queue"]
+        return [MinuteLoad(at, per_instance[at] / MINUTE_S, queue[at]) for at in sorted(per_instance) if at in queue]
+
+    def _read(
+        self, queries: list[dict[str, Any]], endpoint_name: str, variant_name: str, first: datetime, last: datetime
+    ) -> dict[str, dict[datetime, float]]:
+        """Every query's value per period start, for one variant, over all of GetMetricData's pages."""
+        dimensions = [
+            {"Name": Dimension.ENDPOINT, "Value": endpoint_name},
+            {"Name": Dimension.VARIANT, "Value": variant_name},
+        ]
+        for query in queries:
+            query["MetricStat"]["Metric"]["Dimensions"] = dimensions
         kwargs: dict[str, Any] = {
-            "MetricDataQueries": [
-                {
-                    "Id": "invocations",
-                    "MetricStat": {
-                        "Metric": {
-                            "Namespace": SAGEMAKER_NAMESPACE,
-                            "MetricName": SAGEMAKER_INVOCATIONS,
-                            "Dimensions": [
-                                {"Name": Dimension.ENDPOINT, "Value": endpoint_name},
-                                {"Name": Dimension.VARIANT, "Value": variant_name},
-                            ],
-                        },
-                        "Period": SLOT_S,
-                        "Stat": "Sum",
-                    },
-                    "ReturnData": True,
-                }
-            ],
+            "MetricDataQueries": queries,
             "StartTime": first,
             "EndTime": last,
             "ScanBy": "TimestampAscending",
         }
-        sums: dict[datetime, float] = {}
+        values: dict[str, dict[datetime, float]] = {q["Id"]: {} for q in queries}
         while True:
             page = self._client.get_metric_data(**kwargs)
             for result in page["MetricDataResults"]:
+                found = values[result["Id"]]
                 for at, value in zip(result.get("Timestamps", []), result.get("Values", []), strict=True):
-                    sums[at] = sums.get(at, 0.0) + value
+                    found[at] = value
             if not page.get("NextToken"):
                 break
             kwargs["NextToken"] = page["NextToken"]
-        return series_from_sums(first, last, sums)
+        return values
+
+
+def _minute(at: datetime) -> datetime:
+    return at.replace(second=0, microsecond=0)
+
+
+def _query(query_id: str, namespace: str, metric: str, stat: str, period_s: int) -> dict[str, Any]:
+    metric_stat = {"Metric": {"Namespace": namespace, "MetricName": metric}, "Period": period_s, "Stat": stat}
+    return {"Id": query_id, "MetricStat": metric_stat, "ReturnData": True}

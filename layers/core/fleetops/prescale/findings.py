@@ -1,4 +1,5 @@
-"""What a plan could not do, reported once a UTC day: a forecast above a variant's cap, steps merged for the quota."""
+"""What a plan could not do, reported once a UTC day: a forecast above a variant's cap, steps merged for the quota,
+instances that serve fewer requests than fleet.yaml says."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ if TYPE_CHECKING:
 def report(
     plan: VariantPlan, audit: AuditTable, notifier: Notifier | None, trigger: str, now: datetime, dry_run: bool
 ) -> None:
-    """Audit (and notify) what the plan could not do: a forecast above the cap, steps merged for the quota.
+    """Audit (and notify) what the plan could not do: a forecast above the cap, steps merged for the quota, a rate
+    per instance lowered to what the instances served (the configured one is wrong for the model now serving).
 
     The reconciler runs every few minutes; each finding is reported once a UTC day, keyed by what it is about.
     """
@@ -42,6 +44,12 @@ def report(
             f"{plan.dropped_steps[0].at:%a %H:%M} UTC"
         )
         findings.append((f"merge steps {where}", f"{where}@{now:%Y-%m-%d}", reason))
+    if plan.served_capacity is not None and plan.served_capacity.lowered:
+        findings.append((f"served rate {where}", f"{where}@{now:%Y-%m-%d}", plan.served_capacity.why))
+    notified = {
+        f"forecast over cap {where}": f"[prescale] forecast above the cap on {where}",
+        f"served rate {where}": f"[prescale] instances serve fewer requests than configured on {where}",
+    }
     day = record_id_time(now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0))
     for action, key, reason in findings:
         record = AuditRecord(
@@ -57,5 +65,5 @@ def report(
             # One record per finding and UTC day: a later run of the day finds the key taken and stays quiet.
             record_id=f"{day}#{hashlib.sha256(f'{action}|{key}'.encode()).hexdigest()[:12]}",
         )
-        if audit.append_once(record) and notifier is not None and action.startswith("forecast over cap"):
-            notifier.publish(f"[prescale] forecast above the cap on {where}", reason)
+        if audit.append_once(record) and notifier is not None and action in notified:
+            notifier.publish(notified[action], reason)

@@ -8,6 +8,7 @@ from typing import Literal
 from fleetops.calendar import InvalidEntry
 from fleetops.capacity import ScheduledAction
 from fleetops.prescale.event_sizes import EventSize
+from fleetops.prescale.served_capacity import ServedCapacity
 from fleetops.validation import StrictModel
 
 ACTION_PREFIX = "prescale-"
@@ -70,6 +71,7 @@ class VariantPlan(StrictModel):
     event_sizes: list[EventSize] = []
     over_cap: list[OverCap] = []
     dropped_steps: list[Step] = []  # merged into their neighbours to stay within the scheduled-action quota
+    served_capacity: ServedCapacity | None = None  # the rate per instance the plan divided by (None: configured)
 
 
 class Plan(StrictModel):

@@ -27,6 +27,7 @@ from fleetops.prescale.demand_history import DemandHistory
 from fleetops.prescale.forecast import DemandSeries, corrected
 from fleetops.prescale.forecast_plan import HistoryPlan, plan_from_history
 from fleetops.prescale.models import ACTION_PREFIX, ACTOR, Change, ForecastSummary, Plan, VariantPlan
+from fleetops.prescale.served_capacity import READ_DAYS, ServedCapacity, served_capacity
 from fleetops.remediation.alarm_states import AlarmStates
 from fleetops.remediation.state_table import RemediationStateStore
 
@@ -122,6 +123,22 @@ def plan_variant(
     return plan_from_history(variant, found, settings, now, series)
 
 
+def read_served_capacity(
+    config: FleetConfig, endpoint_name: str, variant: VariantConfig, now: datetime, history: DemandHistory | None
+) -> ServedCapacity | None:
+    """The rate per instance to plan with, from what the variant served while requests queued (None: the
+    configured one, without a history reader or with ``history_days`` 0)."""
+    if history is None or config.prescale.history_days == 0:
+        return None
+    configured = variant.capacity_rps_per_instance
+    try:
+        slots = history.minute_loads(endpoint_name, variant.name, now - timedelta(days=READ_DAYS), now)
+    except (ClientError, BotoCoreError) as exc:  # after retries: the configured rate, as before this was read
+        why = f"could not read InvocationsPerInstance and QueueDepth ({exc}): the configured rate"
+        return ServedCapacity(configured_rps=configured, used_rps=configured, why=why)
+    return served_capacity(configured, slots)
+
+
 def plan_endpoint(
     config: FleetConfig,
     endpoint: EndpointConfig,
@@ -150,7 +167,9 @@ def plan_endpoint(
                 f"endpoint {endpoint.name!r} variant {variant.name!r} has no scalable target registered with "
                 "Application Auto Scaling; register it (README, Deploy) or remove it from fleet.yaml"
             )
-        plan = plan_variant(config, endpoint.name, variant, found, now, history)
+        served = read_served_capacity(config, endpoint.name, variant, now, history)
+        rated = variant.model_copy(update={"capacity_rps_per_instance": served.used_rps}) if served else variant
+        plan = plan_variant(config, endpoint.name, rated, found, now, history)
         steps, dropped = planner.within_quota(
             plan.current,
             plan.steps,
@@ -183,6 +202,7 @@ def plan_endpoint(
                 event_sizes=plan.sizes,
                 over_cap=plan.over_cap,
                 dropped_steps=dropped,
+                served_capacity=served,
             )
         )
     return plans, changes
