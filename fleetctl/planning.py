@@ -67,6 +67,16 @@ class PlannedOverCap(BaseModel):
     requests_at_risk: int
 
 
+class PlannedRate(BaseModel):
+    """The requests/s per instance the plan divided by: fleet.yaml's, or lower, what the instances served."""
+
+    configured_rps: float
+    served_rps: float | None  # the median InvocationsPerInstance over minutes with vLLM's queue full
+    saturated_minutes: int
+    used_rps: float
+    why: str
+
+
 class PlannedVariant(BaseModel):
     endpoint: str
     variant: str
@@ -76,6 +86,7 @@ class PlannedVariant(BaseModel):
     event_sizes: list[PlannedEventSize]
     over_cap: list[PlannedOverCap]
     merged_steps: list[PlannedStep]  # merged into their neighbours to stay within the scheduled-action quota
+    served_rate: PlannedRate | None  # None: the configured rate, no history read
 
 
 class PlannedChange(BaseModel):
@@ -166,6 +177,7 @@ def _variant(p: VariantPlan) -> PlannedVariant:
         event_sizes=[PlannedEventSize.model_validate(e.model_dump()) for e in p.event_sizes],
         over_cap=[PlannedOverCap.model_validate(o.model_dump()) for o in p.over_cap],
         merged_steps=_steps(p.dropped_steps),
+        served_rate=PlannedRate.model_validate(p.served_capacity.model_dump()) if p.served_capacity else None,
     )
 
 

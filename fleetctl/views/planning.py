@@ -69,8 +69,12 @@ def _sizes(variant: PlannedVariant) -> RenderableType:
 
 
 def _limits(variant: PlannedVariant, report: PlanReport) -> list[RenderableType]:
-    """What the plan cannot do: forecast demand above the cap (red), steps merged to stay within the quota."""
+    """What the plan cannot do: instances slower than configured (a lowered rate), forecast demand above the cap
+    (red), steps merged to stay within the quota."""
     lines: list[RenderableType] = []
+    rate = variant.served_rate
+    if rate is not None and rate.used_rps < rate.configured_rps:
+        lines.append(Text(f"rate per instance: {rate.why}", style="bold yellow"))
     for over in variant.over_cap:
         lines.append(
             Text(

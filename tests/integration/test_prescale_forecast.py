@@ -2,9 +2,9 @@
 
 Three weeks of the variant's ``AWS/SageMaker`` ``Invocations`` (and, where a test needs them, minutes of
 ``InvocationsPerInstance`` and the container's ``QueueDepth``) are put into the emulator's CloudWatch as SageMaker
-and the container would have published them. That history is a fixture (weeks of real traffic cannot be replayed here); everything
-after it (the read, the forecast, the scheduled actions, the release of a responder raise) is the project's code
-against the emulator over HTTP.
+and the container would have published them. That history is a fixture (weeks of real traffic cannot be replayed
+here); everything after it (the read, the forecast, the scheduled actions, the release of a responder raise) is the
+project's code against the emulator over HTTP.
 """
 
 from __future__ import annotations

@@ -54,6 +54,13 @@ def test_plan_from_three_weeks_of_history_uses_the_learned_friday_size(stack, cl
     assert friday_step["at"] == "2026-12-04T10:20:00Z"
     assert "Friday simulpub chapters (JP + EN) (learned x3)" in friday_step["reason"]
     assert (primary["over_cap"], primary["merged_steps"]) == ([], [])
+    assert primary["served_rate"] == {
+        "configured_rps": 4.0,
+        "served_rps": None,
+        "saturated_minutes": 0,
+        "used_rps": 4.0,
+        "why": "0 minutes with a queue in 7 days, 30 needed: configured",
+    }
 
 
 def test_plan_with_too_little_history_says_configured_levels_and_why(stack, cli) -> None:

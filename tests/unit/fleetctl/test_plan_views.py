@@ -12,6 +12,7 @@ from fleetctl.planning import (
     PlannedEventSize,
     PlannedForecast,
     PlannedOverCap,
+    PlannedRate,
     PlannedStep,
     PlannedVariant,
     PlanReport,
@@ -55,6 +56,7 @@ def _report(**variant: object) -> PlanReport:
         "event_sizes": [],
         "over_cap": [],
         "merged_steps": [],
+        "served_rate": None,
     } | variant
     return PlanReport(
         stack="manga-llm-fleet",
@@ -140,6 +142,20 @@ def test_over_the_cap_is_red_with_the_requests_at_risk_and_merged_steps_are_coun
     assert "2 step(s) merged into their neighbours to stay within 150 scheduled actions (first at 2026-12-04 14:00" in (
         text
     )
+
+
+def test_a_rate_lowered_to_what_the_instances_served_is_shown_with_what_to_do() -> None:
+    why = (
+        "instances served 2.8/s with a queue, against 4 configured: planning with 2.52; measure and set "
+        "capacity_rps_per_instance (and InvocationsPerInstanceTarget) for the model now serving"
+    )
+    lowered = PlannedRate(configured_rps=4, served_rps=2.8, saturated_minutes=120, used_rps=2.52, why=why)
+    held = PlannedRate(configured_rps=4, served_rps=3.9, saturated_minutes=40, used_rps=4, why="holds")
+
+    text = " ".join(_render(planning.render(_report(served_rate=lowered))).split())
+
+    assert f"rate per instance: {why}" in text
+    assert "rate per instance" not in _render(planning.render(_report(served_rate=held)))
 
 
 def test_calendar_list_shows_each_endpoints_plan_source_and_the_size_it_gives_each_entry() -> None:

@@ -644,7 +644,7 @@ def test_a_morning_within_ten_percent_of_the_forecast_plans_as_if_it_were_usual(
 
 
 def queued_minutes(rps: float, count: int, queue: float = 6.0) -> list[MinuteLoad]:
-    """``count`` minutes of yesterday evening, each ``rps`` per instance with ``queue`` requests waiting per instance."""
+    """``count`` minutes of last evening, each ``rps`` per instance with ``queue`` requests waiting per instance."""
     return [MinuteLoad(NOW - timedelta(hours=6) + timedelta(minutes=i), rps, queue) for i in range(count)]
 
 
