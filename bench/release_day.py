@@ -106,6 +106,11 @@ UNSEEN: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("baseline-1x", "stepup18", {"level_step": (-1.0, 1.8), "cap": 30, "seed": 109}),
     ("baseline-2x", "level3", {"baseline_factor": 3.0, "cap": 40, "seed": 110}),
     ("us-pacific-1x", "dst", {"start": datetime(2026, 2, 23, tzinfo=JST), "seed": 111}),
+    # Instances that serve 0.7x what fleet.yaml says (a model with longer answers), with the cap such a fleet needs,
+    # and 1.4x (a rate measured too cautiously): the plan divides every level by the configured rate.
+    ("baseline-1x", "capacity0.7", {"capacity_factor": 0.7, "cap": 20, "seed": 112}),
+    ("event-early-30pct", "capacity0.7", {"capacity_factor": 0.7, "cap": 20, "seed": 113}),
+    ("baseline-1x", "capacity1.4", {"capacity_factor": 1.4, "seed": 114}),
 )
 POLICIES = ("reactive", "project", "oracle")
 SPIKE_POLICIES = ("project", "reactive")

@@ -22,7 +22,7 @@ SEED = 7
 
 
 def _forecast_lines(prescale: CalendarPrescale) -> list[str]:
-    """What the project's last plan of the week forecast, and the event sizes it learned."""
+    """What the project's last plan of the week forecast, the event sizes it learned and the rate it divided by."""
     if prescale.last_plan is None or not prescale.last_plan.variants:
         return []
     variant = prescale.last_plan.variants[0]
@@ -34,6 +34,8 @@ def _forecast_lines(prescale: CalendarPrescale) -> list[str]:
     for size in variant.event_sizes:
         learned = f"learned x{size.learned:g} from {size.occurrences}" if size.learned is not None else size.why
         lines.append(f"  {size.name:<24} configured x{size.configured:g}, {learned}; used: {size.used}")
+    if variant.served_capacity is not None:
+        lines.append(f"rate per instance: {variant.served_capacity.why} ({variant.served_capacity.used_rps:g}/s)")
     return lines
 
 

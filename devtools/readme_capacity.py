@@ -124,7 +124,9 @@ def unseen_table(r: dict[str, Figure]) -> str:
         "`walk12`: a level that wanders hour by hour in every week, log-sigma 0.12 an hour, 0.85 of it kept; "
         "`stepup18`: the whole level, events included, 1.8x from the day before the judged week, cap 30; `level3`: "
         "three times the configured baseline, cap 40; `dst`: the four weeks from 2026-02-23, the US clocks going "
-        "forward on 8 March in the history, `traffic_timezone` America/Los_Angeles):"
+        "forward on 8 March in the history, `traffic_timezone` America/Los_Angeles; `capacity0.7`: instances that "
+        "serve 0.7x fleet.yaml's `capacity_rps_per_instance`, as a model with longer answers would, cap 20; "
+        "`capacity1.4`: instances that serve 1.4x it, a rate measured too cautiously):"
     )
     return _scenario_rows(r, "unseen_", intro, "failed in spikes, project (reactive)", spikes)
 
