@@ -59,7 +59,7 @@ def test_plan_from_three_weeks_of_history_uses_the_learned_friday_size(stack, cl
         "served_rps": None,
         "saturated_minutes": 0,
         "used_rps": 4.0,
-        "why": "0 minutes with a queue in 7 days, 30 needed: configured",
+        "why": "0 minutes with a queue in 14 days, 30 needed: configured",
     }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -668,14 +669,14 @@ def test_instances_that_served_less_than_configured_lower_the_rate_every_level_d
     [record] = [r for r in audit.records if r.action == "served rate ep/primary"]
     assert (record.outcome, record.reason) == ("skipped", expected)
     assert notifier.sent == [("[prescale] instances serve fewer requests than configured on ep/primary", expected)]
-    assert deps.history.load_calls == [(NOW - timedelta(days=7), NOW)]
+    assert deps.history.load_calls == [(NOW - timedelta(days=14), NOW)]
 
 
 @pytest.mark.parametrize(
     ("loads", "why"),
     [
-        (queued_minutes(2.4, 29), "29 minutes with a queue in 7 days, 30 needed: configured"),
-        (queued_minutes(2.4, 40, queue=1.5), "0 minutes with a queue in 7 days, 30 needed: configured"),
+        (queued_minutes(2.4, 29), "29 minutes with a queue in 14 days, 30 needed: configured"),
+        (queued_minutes(2.4, 40, queue=1.5), "0 minutes with a queue in 14 days, 30 needed: configured"),
         (queued_minutes(3.7, 40), "instances served 3.7/s with a queue: the configured rate holds"),
     ],
     ids=["too-few-minutes", "queue-too-short", "within-10-percent"],
@@ -692,6 +693,24 @@ def test_the_configured_rate_holds_without_enough_evidence_against_it(loads: lis
     assert variant.current_min_capacity == 2
     assert not [r for r in audit.records if r.action.startswith("served rate")]
     assert notifier.sent == []
+
+
+def test_the_latest_thirty_minutes_with_a_queue_decide_and_they_are_kept_for_two_weeks() -> None:
+    # Forty queued minutes at 2.4/s twelve days ago (a slow model, the plan lowered since and nothing queued after
+    # that) still hold; thirty at 3.8/s since (a faster model promoted) outvote them.
+    config, deps, _, _ = over_cap_deps()
+    slow = [replace(m, at=m.at - timedelta(days=12)) for m in queued_minutes(2.4, 40)]
+    deps.history = FakeHistory(flat(8.0), loads=slow)
+
+    [kept] = reconcile(config, deps, now=NOW, trigger="schedule", dry_run=True).variants
+
+    deps.history = FakeHistory(flat(8.0), loads=slow + queued_minutes(3.8, 30))
+    [faster] = reconcile(config, deps, now=NOW, trigger="schedule", dry_run=True).variants
+
+    assert kept.served_capacity is not None and kept.served_capacity.used_rps == 2.16
+    assert faster.served_capacity is not None
+    assert (faster.served_capacity.served_rps, faster.served_capacity.used_rps) == (3.8, 4.0)
+    assert faster.served_capacity.saturated_minutes == 70
 
 
 def test_a_stuck_engine_never_plans_with_less_than_half_the_configured_rate() -> None:

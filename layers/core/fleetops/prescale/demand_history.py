@@ -1,5 +1,5 @@
-"""A variant's own history from CloudWatch, five minutes a point: SageMaker's per-variant ``Invocations`` (the
-forecast's demand) and what its instances served while requests queued (the planner's rate per instance)."""
+"""A variant's own history from CloudWatch: SageMaker's per-variant ``Invocations``, five minutes a point (the
+forecast's demand), and what its instances served while requests queued, a minute a point (the rate per instance)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def series_from_sums(start: datetime, end: datetime, sums: dict[datetime, float]
 
 
 class DemandHistory:
-    """Reads one variant's metrics in 5-minute periods with GetMetricData."""
+    """Reads one variant's metrics with GetMetricData."""
 
     def __init__(self, client: CloudWatchClient | None = None) -> None:
         self._client = client or clients.client("cloudwatch")

@@ -132,11 +132,11 @@ def read_served_capacity(
         return None
     configured = variant.capacity_rps_per_instance
     try:
-        slots = history.minute_loads(endpoint_name, variant.name, now - timedelta(days=READ_DAYS), now)
+        minutes = history.minute_loads(endpoint_name, variant.name, now - timedelta(days=READ_DAYS), now)
     except (ClientError, BotoCoreError) as exc:  # after retries: the configured rate, as before this was read
         why = f"could not read InvocationsPerInstance and QueueDepth ({exc}): the configured rate"
         return ServedCapacity(configured_rps=configured, used_rps=configured, why=why)
-    return served_capacity(configured, slots)
+    return served_capacity(configured, minutes)
 
 
 def plan_endpoint(

@@ -7,8 +7,8 @@ fills the gap only after a queue has formed.
 
 While vLLM has requests waiting (the container's ``QueueDepth``), its running batch is full and the instance
 serves as fast as it can, so SageMaker's ``InvocationsPerInstance`` in those minutes measures the rate the instance
-really holds (a little above it while the queue grows: every arrival counts). The median over such minutes
-replaces the configured figure when it is clearly lower. One-minute points, not five: a five-minute point that
+really holds (a little above it while the queue grows: every arrival counts). The median of the latest such
+minutes replaces the configured figure when it is clearly lower. One-minute points, not five: a five-minute point that
 holds a queue for two of its minutes mixes them with three that were not full, and reads 10-15 % low.
 
 It only ever lowers the figure: an instance that never queued shows no ceiling, and a figure too low costs GPU
@@ -25,11 +25,13 @@ from datetime import datetime
 
 from fleetops.validation import StrictModel
 
-#: Days of minutes read (CloudWatch keeps one-minute points 15 days): last week's release night, not an old model.
-READ_DAYS = 7
+#: Days of minutes read: nearly all CloudWatch keeps of one-minute points (15 days). Once the plan holds enough
+#: instances, the queues it learned from become rare (a few noisy minutes a day), so the evidence must outlive a week.
+READ_DAYS = 14
 #: A minute is saturated when vLLM had at least this many requests waiting per instance, on average over it.
 SATURATED_QUEUE_PER_INSTANCE = 2.0
-#: Saturated minutes needed before the figure is trusted: half an hour of queueing in all.
+#: Saturated minutes needed before the figure is trusted, and the latest this many are the ones it is taken from
+#: (half an hour of queueing in all): a model that serves more or less than the one before shows within them.
 MIN_SATURATED_MINUTES = 30
 #: The served rate replaces the configured one only this far below it (closer is measurement noise).
 LOWER_BELOW = 0.9
@@ -54,7 +56,7 @@ class ServedCapacity(StrictModel):
     """The per-instance rate a variant's plan divides demand by, and where it came from."""
 
     configured_rps: float
-    served_rps: float | None = None  # the median over saturated minutes; None with too few of them
+    served_rps: float | None = None  # the median of the latest saturated minutes; None with too few of them
     saturated_minutes: int = 0
     used_rps: float
     why: str
@@ -69,7 +71,7 @@ def served_capacity(configured_rps: float, minutes: Sequence[MinuteLoad]) -> Ser
 
     Examples
     --------
-    >>> from datetime import UTC
+    >>> from datetime import UTC, timedelta
     >>> t = datetime(2026, 12, 4, tzinfo=UTC)
     >>> busy = [MinuteLoad(t, rps, 6.0) for rps in (2.7, 2.8, 2.9) * 9 + (3.6, 2.6, 2.8)]
     >>> served_capacity(4.0, busy).used_rps  # 90 % of the median, 2.8
@@ -78,15 +80,16 @@ def served_capacity(configured_rps: float, minutes: Sequence[MinuteLoad]) -> Ser
     4.0
     >>> served_capacity(4.0, [MinuteLoad(t, 0.4, 9.0)] * 30).used_rps  # a stuck engine: never under half
     2.0
+    >>> faster = [MinuteLoad(t + timedelta(days=1), 3.8, 6.0)] * 30  # a faster model since: the latest 30 count
+    >>> served_capacity(4.0, busy + faster).used_rps
+    4.0
     """
-    saturated = [
-        m.invocations_per_instance_rps for m in minutes if m.queue_per_instance >= SATURATED_QUEUE_PER_INSTANCE
-    ]
+    saturated = sorted((m for m in minutes if m.queue_per_instance >= SATURATED_QUEUE_PER_INSTANCE), key=_at)
     found = {"configured_rps": configured_rps, "saturated_minutes": len(saturated), "used_rps": configured_rps}
     if len(saturated) < MIN_SATURATED_MINUTES:
         why = f"{len(saturated)} minutes with a queue in {READ_DAYS} days, {MIN_SATURATED_MINUTES} needed: configured"
         return ServedCapacity(**found, why=why)
-    served = round(statistics.median(saturated), 3)
+    served = round(statistics.median(m.invocations_per_instance_rps for m in saturated[-MIN_SATURATED_MINUTES:]), 3)
     if served >= LOWER_BELOW * configured_rps:
         return ServedCapacity(
             **found, served_rps=served, why=f"instances served {served:g}/s with a queue: the configured rate holds"
@@ -97,3 +100,7 @@ def served_capacity(configured_rps: float, minutes: Sequence[MinuteLoad]) -> Ser
         "measure and set capacity_rps_per_instance (and InvocationsPerInstanceTarget) for the model now serving"
     )
     return ServedCapacity(**{**found, "used_rps": used}, served_rps=served, why=why)
+
+
+def _at(minute: MinuteLoad) -> datetime:
+    return minute.at
