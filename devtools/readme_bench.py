@@ -193,6 +193,15 @@ BENCH_ROWS = (
         _best_project_gpu_hours,
     ),
     Row(
+        "served_rate",
+        "the served rate's premise on the real CPU vLLM engine (`--max-num-seqs 4`, 32-token answers, open-loop "
+        "arrivals from 0.4x to 1.4x its rate; {window_s:g} s windows stand in for minutes): the engine served "
+        "`engine_max_rps` {engine_max_rps}/s past its rate; `served_capacity` read {served_rate_rps}/s from "
+        "{saturated_windows:.0f} of {windows:.0f} windows (`served_rate_vs_max` {served_rate_vs_max}; arrivals alone "
+        "would read {arrivals_vs_max}x), {saturated_windows_at_light_load:.0f} windows read as saturated at light load",
+        "0.9-1.1; 0",
+    ),
+    Row(
         "capacity_sweep",
         "{settings} settings, one knob at a time, on every scenario (table in Operate): at worst "
         "{worst_event_failed_pct} % failed on calendar events; the worst GPU-hour ratio from {lowest_gpu_hours} "

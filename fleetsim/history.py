@@ -37,15 +37,23 @@ class SimulatedHistory(DemandHistory):
         per_slot = int(SLOT / TICK)
         minutes = trace.requests[skip:]
         self._rps = [sum(minutes[i : i + per_slot]) / SLOT_S for i in range(0, len(minutes) - per_slot + 1, per_slot)]
-        self._queued: list[Minute] = []  # the played minutes that ended with a queue
+        self._kept: list[Minute] = []  # the played minutes with a queue, and the minutes either side of them
+        self._last: Minute | None = None
 
     def record(self, minute: Minute) -> None:
         """A minute the simulated fleet has just served (its metrics reach CloudWatch).
 
-        Only minutes with a queue are kept: those without one weigh nothing in the served rate, and a week of them
-        read on every run would cost more than the rest of the simulation."""
+        Only minutes with a queue and their neighbours (the queue's growth is read across them) are kept: the rest
+        weigh nothing in the served rate, and a fortnight of them read on every run would cost more than the rest
+        of the simulation."""
+        last, self._last = self._last, minute
+        last_kept = bool(self._kept) and self._kept[-1] is last
         if minute.queued > 0:
-            self._queued.append(minute)
+            if last is not None and not last_kept:
+                self._kept.append(last)
+            self._kept.append(minute)
+        elif last is not None and last_kept and last.queued > 0:
+            self._kept.append(minute)
 
     def invocations(self, endpoint_name: str, variant_name: str, start: datetime, end: datetime) -> DemandSeries:
         if end > self.now:
@@ -65,6 +73,6 @@ class SimulatedHistory(DemandHistory):
             raise FutureReadError(f"minute loads to {end.isoformat()} asked for at {self.now.isoformat()}")
         return [
             MinuteLoad(m.at, m.invocations_per_instance / TICK_S, m.queue_per_instance)
-            for m in self._queued[bisect.bisect_left(self._queued, start, key=lambda m: m.at) :]
+            for m in self._kept[bisect.bisect_left(self._kept, start, key=lambda m: m.at) :]
             if m.at + TICK <= end
         ]

@@ -103,7 +103,8 @@ def put_history(days: int, quiet_since: datetime = NOW, quiet_rps: float = EVERY
 
 def put_queued_minutes(rps_per_instance: float, queue: float, minutes: int) -> None:
     """``minutes`` one-minute points, yesterday evening, of what SageMaker (``InvocationsPerInstance``) and the
-    container (``QueueDepth``, vLLM's requests waiting per instance) would have published while requests queued."""
+    container (``QueueDepth``, vLLM's requests waiting per instance) would have published while requests queued,
+    and one more either side (a minute counts with both neighbours)."""
     cloudwatch = boto3.client("cloudwatch")
     dimensions = [{"Name": "EndpointName", "Value": EP}, {"Name": "VariantName", "Value": "primary"}]
     start = NOW - timedelta(hours=15)
@@ -113,7 +114,7 @@ def put_queued_minutes(rps_per_instance: float, queue: float, minutes: int) -> N
     ):
         data = [
             {"MetricName": name, "Dimensions": dimensions, "Timestamp": start + timedelta(minutes=i), "Value": value}
-            for i in range(minutes)
+            for i in range(minutes + 2)
         ]
         cloudwatch.put_metric_data(Namespace=namespace, MetricData=data)
 

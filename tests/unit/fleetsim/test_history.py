@@ -43,7 +43,8 @@ def _minute(at: datetime, arrived: int, serving: int, queued: float) -> Minute:
 
 
 def test_the_instances_minutes_are_read_as_cloudwatch_holds_them_and_never_ahead() -> None:
-    # InvocationsPerInstance per second and QueueDepth per instance, for the minutes played (with a queue) so far.
+    # InvocationsPerInstance per second and QueueDepth per instance, for the minutes played so far that had a queue
+    # or were next to one.
     history = SimulatedHistory(_trace(600))
     for i, queued in enumerate((0.0, 12.0, 30.0)):
         history.record(_minute(JUDGED + timedelta(minutes=i), 720, 4, queued))
@@ -52,6 +53,7 @@ def test_the_instances_minutes_are_read_as_cloudwatch_holds_them_and_never_ahead
     loads = history.minute_loads("e", "v", JUDGED, history.now)
 
     assert [(m.at, m.invocations_per_instance_rps, m.queue_per_instance) for m in loads] == [
+        (JUDGED, 3.0, 0.0),  # kept as the neighbour of the first minute with a queue
         (JUDGED + timedelta(minutes=1), 3.0, 3.0),
         (JUDGED + timedelta(minutes=2), 3.0, 7.5),
     ]

@@ -645,8 +645,9 @@ def test_a_morning_within_ten_percent_of_the_forecast_plans_as_if_it_were_usual(
 
 
 def queued_minutes(rps: float, count: int, queue: float = 6.0) -> list[MinuteLoad]:
-    """``count`` minutes of last evening, each ``rps`` per instance with ``queue`` requests waiting per instance."""
-    return [MinuteLoad(NOW - timedelta(hours=6) + timedelta(minutes=i), rps, queue) for i in range(count)]
+    """``count`` minutes of last evening, each ``rps`` per instance with ``queue`` requests waiting per instance,
+    and one more either side (a minute counts with both neighbours, across which its queue's growth is read)."""
+    return [MinuteLoad(NOW - timedelta(hours=6) + timedelta(minutes=i), rps, queue) for i in range(count + 2)]
 
 
 def test_instances_that_served_less_than_configured_lower_the_rate_every_level_divides_by() -> None:

@@ -6,9 +6,12 @@ the planner sets divides demand by that figure: 30 % too high leaves every level
 fills the gap only after a queue has formed.
 
 While vLLM has requests waiting (the container's ``QueueDepth``), its running batch is full and the instance
-serves as fast as it can, so SageMaker's ``InvocationsPerInstance`` in those minutes measures the rate the instance
-really holds (a little above it while the queue grows: every arrival counts). The median of the latest such
-minutes replaces the configured figure when it is clearly lower. One-minute points, not five: a five-minute point that
+serves as fast as it can, so what it served in those minutes is the rate it really holds. SageMaker counts
+arrivals (``InvocationsPerInstance``), not answers: in a minute whose queue grew, more arrived than were served,
+by the queue's growth (on a real vLLM engine driven 1.15-1.4x past its rate, arrivals read a quarter more than it
+served: ``make bench BENCH=served_rate``). So a minute's served rate is its arrivals less the growth of the queue, read
+from the minutes either side of it. The median of the latest such minutes replaces the configured figure when it
+is clearly lower. One-minute points, not five: a five-minute point that
 holds a queue for two of its minutes mixes them with three that were not full, and reads 10-15 % low.
 
 It only ever lowers the figure: an instance that never queued shows no ceiling, and a figure too low costs GPU
@@ -21,7 +24,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from fleetops.validation import StrictModel
 
@@ -52,6 +55,10 @@ class MinuteLoad:
     queue_per_instance: float
 
 
+#: A minute's neighbours in CloudWatch.
+MINUTE = timedelta(minutes=1)
+
+
 class ServedCapacity(StrictModel):
     """The per-instance rate a variant's plan divides demand by, and where it came from."""
 
@@ -71,25 +78,42 @@ def served_capacity(configured_rps: float, minutes: Sequence[MinuteLoad]) -> Ser
 
     Examples
     --------
-    >>> from datetime import UTC, timedelta
+    A queue of 6 held for 32 minutes (the first and the last are only neighbours), each minute at 2.7, 2.8 or
+    2.9 requests/s per instance:
+
+    >>> from datetime import UTC
     >>> t = datetime(2026, 12, 4, tzinfo=UTC)
-    >>> busy = [MinuteLoad(t, rps, 6.0) for rps in (2.7, 2.8, 2.9) * 9 + (3.6, 2.6, 2.8)]
+    >>> def queued(rates, queue=lambda i: 6.0, start=t):
+    ...     return [MinuteLoad(start + i * MINUTE, rps, queue(i)) for i, rps in enumerate(rates)]
+    >>> busy = queued((2.7, 2.8, 2.9) * 10 + (2.8, 2.8))
     >>> served_capacity(4.0, busy).used_rps  # 90 % of the median, 2.8
     2.52
-    >>> served_capacity(4.0, busy[:29]).used_rps  # 29 saturated minutes are not enough
+    >>> served_capacity(4.0, busy[:31]).used_rps  # 29 saturated minutes with both neighbours are not enough
     4.0
-    >>> served_capacity(4.0, [MinuteLoad(t, 0.4, 9.0)] * 30).used_rps  # a stuck engine: never under half
+
+    A queue growing by 60 requests per instance a minute: a rate of 3.5 arrived, 2.5 was served.
+
+    >>> served_capacity(4.0, queued((3.5,) * 32, queue=lambda i: 2.0 + 60 * i)).served_rps
+    2.5
+    >>> served_capacity(4.0, queued((0.4,) * 32, queue=lambda i: 9.0)).used_rps  # a stuck engine: never under half
     2.0
-    >>> faster = [MinuteLoad(t + timedelta(days=1), 3.8, 6.0)] * 30  # a faster model since: the latest 30 count
+    >>> faster = queued((3.8,) * 32, start=t + timedelta(days=1))  # a faster model since: the latest 30 count
     >>> served_capacity(4.0, busy + faster).used_rps
     4.0
     """
-    saturated = sorted((m for m in minutes if m.queue_per_instance >= SATURATED_QUEUE_PER_INSTANCE), key=_at)
+    by_time = {m.at: m for m in minutes}
+    saturated: list[tuple[datetime, float]] = []
+    for minute in sorted(minutes, key=_at):
+        before, after = by_time.get(minute.at - MINUTE), by_time.get(minute.at + MINUTE)
+        if minute.queue_per_instance < SATURATED_QUEUE_PER_INSTANCE or before is None or after is None:
+            continue
+        growth = (after.queue_per_instance - before.queue_per_instance) / (2 * MINUTE.total_seconds())
+        saturated.append((minute.at, minute.invocations_per_instance_rps - growth))
     found = {"configured_rps": configured_rps, "saturated_minutes": len(saturated), "used_rps": configured_rps}
     if len(saturated) < MIN_SATURATED_MINUTES:
         why = f"{len(saturated)} minutes with a queue in {READ_DAYS} days, {MIN_SATURATED_MINUTES} needed: configured"
         return ServedCapacity(**found, why=why)
-    served = round(statistics.median(m.invocations_per_instance_rps for m in saturated[-MIN_SATURATED_MINUTES:]), 3)
+    served = round(statistics.median(rate for _, rate in saturated[-MIN_SATURATED_MINUTES:]), 3)
     if served >= LOWER_BELOW * configured_rps:
         return ServedCapacity(
             **found, served_rps=served, why=f"instances served {served:g}/s with a queue: the configured rate holds"
