@@ -8,11 +8,11 @@ fills the gap only after a queue has formed.
 While vLLM has requests waiting (the container's ``QueueDepth``), its running batch is full and the instance
 serves as fast as it can, so what it served in those minutes is the rate it really holds. SageMaker counts
 arrivals (``InvocationsPerInstance``), not answers: in a minute whose queue grew, more arrived than were served,
-by the queue's growth (on a real vLLM engine driven 1.15-1.4x past its rate, arrivals read a quarter more than it
-served: ``make bench BENCH=served_rate``). So a minute's served rate is its arrivals less the growth of the queue, read
-from the minutes either side of it. The median of the latest such minutes replaces the configured figure when it
-is clearly lower. One-minute points, not five: a five-minute point that
-holds a queue for two of its minutes mixes them with three that were not full, and reads 10-15 % low.
+by the queue's growth (on a real vLLM engine driven 1.15-1.4x past its rate, arrivals read a quarter more than
+it served: ``make bench BENCH=served_rate``). So a minute's served rate is its arrivals less the growth of its
+queue, read from the minutes either side of it, and the median of the latest such minutes replaces the
+configured figure when it is clearly lower. One-minute points, not five: a five-minute point that holds a queue
+for two of its minutes mixes them with three that were not full, and reads 10-15 % low.
 
 It only ever lowers the figure: an instance that never queued shows no ceiling, and a figure too low costs GPU
 hours, not requests (the README says how to measure it). It never goes below :data:`LOWEST_SHARE` of the
@@ -102,18 +102,18 @@ def served_capacity(configured_rps: float, minutes: Sequence[MinuteLoad]) -> Ser
     4.0
     """
     by_time = {m.at: m for m in minutes}
-    saturated: list[tuple[datetime, float]] = []
+    saturated: list[float] = []  # served rates, oldest first
     for minute in sorted(minutes, key=_at):
         before, after = by_time.get(minute.at - MINUTE), by_time.get(minute.at + MINUTE)
         if minute.queue_per_instance < SATURATED_QUEUE_PER_INSTANCE or before is None or after is None:
             continue
         growth = (after.queue_per_instance - before.queue_per_instance) / (2 * MINUTE.total_seconds())
-        saturated.append((minute.at, minute.invocations_per_instance_rps - growth))
+        saturated.append(minute.invocations_per_instance_rps - growth)
     found = {"configured_rps": configured_rps, "saturated_minutes": len(saturated), "used_rps": configured_rps}
     if len(saturated) < MIN_SATURATED_MINUTES:
         why = f"{len(saturated)} minutes with a queue in {READ_DAYS} days, {MIN_SATURATED_MINUTES} needed: configured"
         return ServedCapacity(**found, why=why)
-    served = round(statistics.median(rate for _, rate in saturated[-MIN_SATURATED_MINUTES:]), 3)
+    served = round(statistics.median(saturated[-MIN_SATURATED_MINUTES:]), 3)
     if served >= LOWER_BELOW * configured_rps:
         return ServedCapacity(
             **found, served_rps=served, why=f"instances served {served:g}/s with a queue: the configured rate holds"
