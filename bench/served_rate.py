@@ -1,11 +1,11 @@
 """The served rate's premise on a real vLLM engine: while requests wait, an instance serves as fast as it can.
 
 ``fleetops.prescale.served_capacity`` takes, over the minutes in which vLLM had 2 or more requests waiting per
-instance, the median of ``InvocationsPerInstance``, and plans with it where it is clearly below fleet.yaml's rate.
-The simulator agrees with that by construction (it defines an instance's rate so); this checks it on a real
-engine: the CPU vLLM server with the tiny model, ``--max-num-seqs 4`` (so that its batch fills at rates two CPU
-cores reach), every answer 32 tokens, driven by open-loop Poisson arrivals in steps from light load to well past
-what it serves.
+instance, the median of what each served (its ``InvocationsPerInstance`` less its queue's growth), and plans with
+it where it is clearly below fleet.yaml's rate. The simulator agrees with that by construction (it defines an
+instance's rate so); this checks it on a real engine: the CPU vLLM server with the tiny model on one core,
+``--max-num-seqs 4`` (so that its batch fills at rates one core reaches), every answer 32 tokens, driven from the
+other core by open-loop Poisson arrivals in steps from light load to well past what it serves.
 
 Compressed clock: windows of ``WINDOW_S`` seconds stand in for CloudWatch's minutes (12 to the minute: every rate
 below is per second of the engine's clock, and the windows are handed over one minute apart with their counts as
@@ -19,8 +19,8 @@ scrapes). The project's own ``served_capacity`` decides on those windows. Keys:
   above 1, the plan would count on more than an instance serves).
 - ``saturated_windows`` of ``windows``; ``saturated_windows_at_light_load``: windows at the lightest step that
   read as saturated (a false reading: should be 0).
-- ``arrivals_vs_max``: the median arrival rate of the same saturated windows over the truth: what the served rate
-  would read without the queue's growth taken off (every arrival counts, served or not).
+- ``arrivals_vs_max``: the median arrival rate of the windows with 2 or more waiting, over the truth: what the
+  served rate would read without the queue's growth taken off (every arrival counts, served or not).
 """
 
 from __future__ import annotations
