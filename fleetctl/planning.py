@@ -71,7 +71,7 @@ class PlannedRate(BaseModel):
     """The requests/s per instance the plan divided by: fleet.yaml's, or lower, what the instances served."""
 
     configured_rps: float
-    served_rps: float | None  # the median InvocationsPerInstance over minutes with vLLM's queue full
+    served_rps: float | None  # the median served rate of the latest minutes with vLLM's queue full
     saturated_minutes: int
     used_rps: float
     why: str

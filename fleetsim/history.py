@@ -2,7 +2,7 @@
 and what the simulated instances served (``InvocationsPerInstance``, ``QueueDepth``) in the minutes played so far.
 
 The reconciler reads its history through :class:`~fleetops.prescale.demand_history.DemandHistory`; this subclass
-answers from the trace and the played minutes instead of GetMetricData, in the same five-minute slots, and refuses
+answers from the trace and the played minutes instead of GetMetricData, in the same periods, and refuses
 to answer past the simulated clock, so no simulated decision can see the future. The trace's history weeks were
 served by no simulated fleet, so they hold demand but no per-instance figures.
 """
