@@ -16,9 +16,10 @@ from fleetops.metrics import (
     MetricName,
 )
 from fleetops.prescale.forecast import SLOT, SLOT_S, DemandSeries, floor_slot
-from fleetops.prescale.served_capacity import MinuteLoad
+from fleetops.prescale.served_capacity import MINUTE, MinuteLoad
 
-MINUTE_S = 60  # the planner's rate per instance reads one-minute points (fleetops.prescale.served_capacity)
+#: The served rate's period: its neighbouring minutes, across which a queue's growth is read, are this far apart.
+MINUTE_S = int(MINUTE.total_seconds())
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient
