@@ -40,6 +40,10 @@ What is emulated, as SageMaker does it:
 - **Logs.** Every line a container writes on stdout or stderr goes to the emulated CloudWatch Logs,
   group ``/aws/sagemaker/Endpoints/<endpoint>``, stream ``<variant>/<instance-id>``, through
   PutLogEvents over HTTP, batched every ``log_interval_s``; an event's timestamp is when the line was read.
+  As on AWS, the container's EMF lines become CloudWatch metrics there
+  (:mod:`devtools.emulator_extensions.logs_emf`).
+- **Metrics.** Every invocation adds SageMaker's per-variant ``AWS/SageMaker`` datapoints
+  (:mod:`devtools.emulator_extensions.sagemaker_metrics`).
 
 Not emulated: instance counts and types, auto scaling, replacing an instance whose ``/ping`` fails
 after ``InService`` (nothing watches a container once it is healthy), deployment guardrails
@@ -75,8 +79,9 @@ import boto3
 import httpx
 from botocore.exceptions import BotoCoreError, ClientError
 
+from devtools import emulator_extensions
 from devtools.emulator import free_port
-from devtools.emulator_extensions import sagemaker, sagemaker_runtime
+from devtools.emulator_extensions import sagemaker
 from devtools.local_serving import CPU_ENGINE_ARGS, Process, _spawn, engine_env, engine_pids, write_config
 from devtools.tiny_model import LORA_RANK, LORA_TARGETS, VERSION, TinyModel
 from fleetops.model_contract import ENGINE_KNOB_PREFIX, OWNED
@@ -830,8 +835,7 @@ def hosting(workdir: Path, **options: Any) -> Iterator[LocalSageMaker]:
         Ask it which containers run (:meth:`LocalSageMaker.containers`, :meth:`LocalSageMaker.serving`).
         On exit every container is stopped and its last lines shipped.
     """
-    sagemaker.install()
-    sagemaker_runtime.install()
+    emulator_extensions.install()  # the runtime, and the EMF extraction of the lines the containers log
     if sagemaker.hosting is not None:
         raise RuntimeError("a local SageMaker hosting is already active in this process")
     host = LocalSageMaker(workdir, **options)

@@ -7,7 +7,8 @@ botocore's real service model. Tests that rely on one of them say so.
 - ``sagemaker``: UpdateEndpoint with real status transitions, variant weight 0; with a registered
   hosting (``devtools.local_sagemaker``), endpoints that run real containers and wait for their health.
 - ``sagemaker_runtime``: InvokeEndpoint and InvokeEndpointWithResponseStream reaching those containers
-  (inert unless a hosting is registered).
+  (inert unless a hosting is registered), each request adding SageMaker's per-variant ``AWS/SageMaker`` metrics
+  (``sagemaker_metrics``: Invocations, InvocationsPerInstance, ModelLatency, the 4xx/5xx errors).
 - ``bedrock``: Custom Model Import (CreateModelImportJob, GetModelImportJob, ...) and Converse.
 - ``cloudwatch``: percentiles (``p95``) and percentile ranks (``PR(:300)``) in GetMetricData and
   GetMetricStatistics, which moto leaves empty.

@@ -26,6 +26,10 @@ this module answers both operations for the endpoints it hosts, in front of moto
   ran. A model without ``MODEL_VERSION`` (one the real container would refuse to start) gets moto's canned answer,
   as before; streaming still needs a hosting.
 
+- metrics: every request sent to a variant (a container's or the stand-in's) adds SageMaker's per-variant
+  ``AWS/SageMaker`` datapoints (:mod:`~devtools.emulator_extensions.sagemaker_metrics`); the stand-in, where no
+  model ran, publishes no ``ModelLatency``.
+
 - data capture: where the endpoint's config has a ``DataCaptureConfig`` with ``EnableCapture``, a sampled
   share (``InitialSamplingPercentage``) of answered ``InvokeEndpoint`` calls is written after the answer, in
   the background, as SageMaker's JSON lines record (``captureData.endpointInput``/``endpointOutput``,
@@ -45,6 +49,7 @@ import random
 import re
 import struct
 import threading
+import time
 import uuid
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -59,7 +64,7 @@ from moto.s3.models import s3_backends
 from moto.sagemaker.models import FakeEndpoint, sagemaker_backends
 from werkzeug.wrappers import Request, Response
 
-from devtools.emulator_extensions import sagemaker
+from devtools.emulator_extensions import sagemaker, sagemaker_metrics
 from fleetops.model_contract import MODEL_VERSION
 
 _PATH = re.compile(r"^/endpoints/(?P<name>[^/]+)/(?P<op>invocations|invocations-response-stream)$")
@@ -253,6 +258,7 @@ def _standin(
         "Content-Type": "application/json",
         "X-Amzn-SageMaker-Custom-Attributes": f"backend_version={version}",
     }
+    sagemaker_metrics.record(endpoint, variant, account, region, status=200, model_latency_s=None)  # no model ran
     return "invocations", Response(json.dumps(answer), 200, headers)
 
 
@@ -294,8 +300,15 @@ def _unreachable(target: _Target, exc: Exception) -> Response:
     return _error("ServiceUnavailable", 503, f"The container of variant {target.variant} is unreachable: {exc!r}")
 
 
+def _record(target: _Target, status: int | None, seconds: float | None) -> None:
+    sagemaker_metrics.record(
+        target.endpoint, target.variant, target.account, target.region, status=status, model_latency_s=seconds
+    )
+
+
 def invoke(target: _Target, request: Request) -> Response:
     """``InvokeEndpoint`` against the variant's container."""
+    sent = time.perf_counter()
     try:
         answer = _containers.post(
             f"{target.url}/invocations",
@@ -304,9 +317,11 @@ def invoke(target: _Target, request: Request) -> Response:
             timeout=behaviour.invocation_timeout_s,
         )
     except httpx.TimeoutException:
+        _record(target, None, None)
         return _timeout_error(target)
     except httpx.HTTPError as exc:
         return _unreachable(target, exc)
+    _record(target, answer.status_code, time.perf_counter() - sent)
     if not answer.is_success:
         return _model_error(target, answer.status_code, answer.content)
     _capture(target, request, answer.content)
@@ -356,6 +371,7 @@ def _capture(target: _Target, request: Request, answer_body: bytes) -> None:
 
 def invoke_with_response_stream(target: _Target, request: Request) -> Response:
     """``InvokeEndpointWithResponseStream``: the container's body relayed as ``PayloadPart`` events."""
+    sent = time.perf_counter()
     try:
         upstream = _containers.send(
             _containers.build_request(
@@ -368,23 +384,28 @@ def invoke_with_response_stream(target: _Target, request: Request) -> Response:
             stream=True,
         )
     except httpx.TimeoutException:
+        _record(target, None, None)
         return _timeout_error(target)
     except httpx.HTTPError as exc:
         return _unreachable(target, exc)
     if not upstream.is_success:
         content = upstream.read()
         upstream.close()
+        _record(target, upstream.status_code, time.perf_counter() - sent)
         return _model_error(target, upstream.status_code, content)
 
     def events() -> Iterator[bytes]:
+        status: int | None = upstream.status_code
         try:
             for chunk in upstream.iter_raw():
                 if chunk:
                     yield payload_part(chunk)
         except httpx.HTTPError as exc:
+            status = None  # the caller got a ModelStreamError: counted as a 5xx
             yield stream_error(f"The container of variant {target.variant} broke the stream: {exc!r}")
         finally:
             upstream.close()
+            _record(target, status, None if status is None else time.perf_counter() - sent)
 
     headers = _answer_headers(target, upstream, "X-Amzn-SageMaker-Content-Type")
     return Response(events(), 200, headers, content_type="application/vnd.amazon.eventstream")

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -31,6 +32,8 @@ from devtools.local_serving import sse_data
 from devtools.local_system import wait_for
 from devtools.tiny_model import TinyModel
 from fleetops.model_contract import ModelContract
+from fleetops.prescale.demand_history import DemandHistory
+from fleetops.prescale.forecast import SLOT_S
 
 container = pytest.mark.container
 #: The module's endpoint starts two engines on shared CPUs in its first test's setup.
@@ -261,6 +264,33 @@ def test_invocations_reach_the_variant_and_name_its_version(deployed: Deployed) 
         assert answer["choices"][0]["message"]["content"]
         assert response["ContentType"].startswith("application/json")
         assert f"backend_version={version}" in response["CustomAttributes"]
+
+
+@container
+def test_what_a_variant_served_reaches_the_pre_scale_reader_beside_its_queue(deployed: Deployed) -> None:
+    """Nothing here writes a datapoint: the runtime publishes SageMaker's per-variant invocations, the container its
+    queue (EMF), and the pre-scale reader reads both back per minute (the served rate's input)."""
+    history, since = DemandHistory(), datetime.now(UTC) - timedelta(minutes=30)
+
+    def served() -> float:
+        until = datetime.now(UTC) + timedelta(minutes=10)  # the slot now running included
+        return sum(rps or 0.0 for rps in history.invocations(ENDPOINT, "primary", since, until).rps) * SLOT_S
+
+    before = served()
+    for _ in range(3):
+        invoke(TargetVariant="primary")
+    assert served() == pytest.approx(before + 3)  # the forecast's demand: every request, once
+    last = datetime.now(UTC).replace(second=0, microsecond=0)
+    minute = wait_for(
+        "the minute of the last request with the container's queue beside it",
+        lambda: next(
+            (m for m in history.minute_loads(ENDPOINT, "primary", since, last + timedelta(minutes=1)) if m.at == last),
+            None,
+        ),
+        30,
+    )
+    assert minute.invocations_per_instance_rps * 60 >= 1  # one instance: the requests themselves
+    assert minute.queue_per_instance >= 0  # vLLM's num_requests_waiting, from the container's own EMF
 
 
 @container
