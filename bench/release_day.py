@@ -111,6 +111,8 @@ UNSEEN: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("baseline-1x", "capacity0.7", {"capacity_factor": 0.7, "cap": 20, "seed": 112}),
     ("event-early-30pct", "capacity0.7", {"capacity_factor": 0.7, "cap": 20, "seed": 113}),
     ("baseline-1x", "capacity1.4", {"capacity_factor": 1.4, "seed": 114}),
+    # The day's humps 3 hours later from two days before the judged week on: the history holds the old shape.
+    ("baseline-1x", "humps3h", {"humps_moved": (-2.0, 3.0), "seed": 115}),
 )
 POLICIES = ("reactive", "project", "oracle")
 SPIKE_POLICIES = ("project", "reactive")

@@ -126,7 +126,8 @@ def unseen_table(r: dict[str, Figure]) -> str:
         "three times the configured baseline, cap 40; `dst`: the four weeks from 2026-02-23, the US clocks going "
         "forward on 8 March in the history, `traffic_timezone` America/Los_Angeles; `capacity0.7`: instances that "
         "serve 0.7x fleet.yaml's `capacity_rps_per_instance`, as a model with longer answers would, cap 20; "
-        "`capacity1.4`: instances that serve 1.4x it, a rate measured too cautiously):"
+        "`capacity1.4`: instances that serve 1.4x it, a rate measured too cautiously; `humps3h`: the day's humps 3 "
+        "hours later from two days before the judged week, the history before that in the old shape):"
     )
     return _scenario_rows(r, "unseen_", intro, "failed in spikes, project (reactive)", spikes)
 

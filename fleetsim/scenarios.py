@@ -26,6 +26,7 @@ This module is the world, not the policy: it reads the calendar's occurrence tim
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -116,6 +117,9 @@ class Scenario:
     # (days from the judged week's start, factor): from then on the whole level, events included, runs at factor
     # times what it was (a campaign, a new market); negative days put the step in the history.
     level_step: tuple[float, float] | None = None
+    # (days from the judged week's start, hours): from then on the day's humps come that many hours later (a new
+    # release time, an audience in another zone); negative days put the change in the history.
+    humps_moved: tuple[float, float] | None = None
     # What one instance really serves, over fleet.yaml's capacity_rps_per_instance: below 1 a model with longer
     # answers (each request that much longer in the container), above 1 one that was measured too cautiously.
     capacity_factor: float = 1.0
@@ -161,10 +165,10 @@ class _Event:
     peak: float  # the true peak over the level; 0 when the entry brings nothing
 
 
-def daily_profile(scenario: Scenario, *, weekend: bool = False) -> np.ndarray:
+def daily_profile(scenario: Scenario, *, weekend: bool = False, later_hours: float = 0.0) -> np.ndarray:
     """One local day's shape, minute by minute, scaled to mean 1 (before the weekend factor)."""
     hours = np.arange(MINUTES_PER_DAY) / 60
-    shift = scenario.weekend_shift_hours if weekend else 0.0
+    shift = (scenario.weekend_shift_hours if weekend else 0.0) + later_hours
     shape = np.full(MINUTES_PER_DAY, scenario.night_floor)
     for hump in scenario.humps:
         distance = (hours - hump.hour - shift + 12) % 24 - 12  # around midnight: 23:00 is an hour from 00:00
@@ -177,14 +181,22 @@ def _level(scenario: Scenario, variant: VariantConfig, ticks: int) -> tuple[np.n
     """Requests/s without events, and the reference level events are sized against (the trend alone)."""
     zone = ZoneInfo(scenario.zone)
     start = scenario.start.astimezone(UTC)
-    weekday, weekend = daily_profile(scenario), daily_profile(scenario, weekend=True)
+    moved_from, later = scenario.humps_moved or (math.inf, 0.0)
+    profiles = {
+        (moved, weekend): daily_profile(scenario, weekend=weekend, later_hours=later if moved else 0.0)
+        for moved in (False, True)
+        for weekend in (False, True)
+    }
     judged_day = scenario.judged_from.astimezone(zone).date()
     quiet = dict(scenario.quiet_days)
     shape = np.empty(ticks)
     for tick in range(ticks):
-        local = (start + tick * TICK).astimezone(zone)  # the zone's own clock, daylight saving included
+        at = start + tick * TICK
+        local = at.astimezone(zone)  # the zone's own clock, daylight saving included
         minute = local.hour * 60 + local.minute
-        shape[tick] = weekend[minute] * scenario.weekend_factor if local.weekday() >= 5 else weekday[minute]
+        moved = (at - scenario.judged_from) / timedelta(days=1) >= moved_from
+        profile = profiles[moved, local.weekday() >= 5]
+        shape[tick] = profile[minute] * (scenario.weekend_factor if local.weekday() >= 5 else 1.0)
         shape[tick] *= quiet.get((local.date() - judged_day).days, 1.0)
     if scenario.level_walk > 0:  # its own generator: the other scenarios' draws stay as they were
         steps = np.random.default_rng([scenario.seed, 1]).normal(0.0, scenario.level_walk, ticks // 60 + 1)

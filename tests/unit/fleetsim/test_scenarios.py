@@ -220,6 +220,19 @@ def test_a_level_step_scales_everything_from_its_day_on_events_included() -> Non
     assert np.allclose(busy[step:], 1.8 * usual[step:])  # the Monday drop too: it is sized on the level
 
 
+def test_humps_that_moved_come_later_from_their_day_on_and_the_history_keeps_the_old_shape() -> None:
+    world = scenario("baseline-1x")
+    moved = replace(world, humps_moved=(-2.0, 3.0))  # from the Saturday before the judged week, 00:00 JST
+    usual, later = _expected(world), _expected(moved)
+    change = _tick(world, JUDGED_MONDAY - timedelta(days=2))
+    assert np.allclose(later[:change], usual[:change])
+    wednesday = _tick(world, JUDGED_MONDAY + timedelta(days=2))
+    usual_day, later_day = usual[wednesday : wednesday + 1440], later[wednesday : wednesday + 1440]
+    assert (int(np.argmax(later_day)) - int(np.argmax(usual_day))) % 1440 == 180  # 21:30 -> 00:30
+    assert later_day.mean() == pytest.approx(usual_day.mean(), rel=0.01)  # the same day's traffic, moved
+    assert _trace(replace(moved, humps_moved=None)) == _trace(world)
+
+
 def test_the_operator_of_a_scenario_sets_its_cap_and_the_zone_where_clocks_change() -> None:
     setup, _ = _setup()
     us = setup_for(replace(scenario("us-pacific-1x"), cap=20), setup)

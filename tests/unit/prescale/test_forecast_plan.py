@@ -217,6 +217,55 @@ def test_an_event_that_brought_no_extra_traffic_leaves_the_everyday_level() -> N
     assert [(s.learned, s.used) for s in plan.sizes] == [(1.0, "learned")]
 
 
+def evenings_gone_since(days: int) -> Rate:
+    """16 req/s from 18:00 to 22:00 UTC every day, but 8 (the rest of the day's level) on the last ``days`` days."""
+    usual = busy_evenings(("18:00", "22:00", 16.0))
+    return lambda slot: 8.0 if slot >= NOW - timedelta(days=days) else usual(slot)
+
+
+def test_an_evening_busy_hour_gone_on_each_of_its_last_two_days_is_no_longer_held() -> None:
+    # Three weeks with the busy evening (4 instances), then two days without it: the seasonal median still
+    # forecasts 16 req/s, but 8 / 16 on both days cuts that time of day to 8 (2 instances). At its edges the hour
+    # around each slot that judges it is partly the usual level, so the cut there is partial (3 instances).
+    plan = plan_from_history(VARIANT, [], SETTINGS, NOW, history(evenings_gone_since(2)))
+
+    assert max(s.min_capacity for s in plan.steps) == 3
+    assert [level_at(plan.current, plan.steps, at(hhmm)) for hhmm in ("17:00", "19:00", "20:00", "21:00", "23:00")] == [
+        2,
+        2,
+        2,
+        2,
+        2,
+    ]
+
+
+def test_one_evening_without_its_busy_hour_is_a_quiet_day_and_changes_nothing() -> None:
+    plan = plan_from_history(VARIANT, [], SETTINGS, NOW, history(evenings_gone_since(1)))
+
+    assert steps_of(plan.steps) == [(at("17:40"), 4), (at("22:15"), 2)]
+
+
+def test_a_day_whose_evening_was_a_calendar_event_is_passed_over_for_the_day_before() -> None:
+    # The busy evening was gone on the last three days, but yesterday's evening was a calendar event (bridged over
+    # in the everyday series): the two days before it decide.
+    tuesday = RecurringEvent(
+        name="tuesday-drop",
+        weekday="tuesday",
+        local_time="18:00",
+        timezone="UTC",
+        duration_minutes=240,
+        multiplier=1.0,
+        reason="Tuesday drop",
+    )
+    occurrences = tuesday.occurrences(T0, NOW + timedelta(hours=26))
+
+    plan = plan_from_history(VARIANT, occurrences, SETTINGS, NOW, history(evenings_gone_since(3)))
+    assert level_at(plan.current, plan.steps, at("20:00")) == 2
+
+    plan = plan_from_history(VARIANT, occurrences, SETTINGS, NOW, history(evenings_gone_since(2)))  # and Monday
+    assert level_at(plan.current, plan.steps, at("20:00")) == 4
+
+
 def test_a_scale_in_delay_that_is_not_a_whole_number_of_slots_still_plans_and_holds_at_least_that_long() -> None:
     # scale_in_delay_minutes accepts any whole number of minutes from 10; 12 is not a multiple of the 5-minute slot.
     settings = SETTINGS.model_copy(update={"scale_in_delay_minutes": 12})

@@ -1,6 +1,6 @@
 """Demand forecast from a variant's own history: a seasonal (same slot of past weeks) median with a weekly trend.
 
-The model, in four lines:
+The model, in five lines:
 
 1. *Everyday demand*: the history with every calendar event window cut out and bridged by a straight line
    between the slots on either side, so release nights never inflate the baseline (:func:`everyday`).
@@ -15,6 +15,10 @@ The model, in four lines:
    more than 11 % above it, the planner sizes the events ahead up by it (everyday traffic above the forecast is
    what target tracking serves). Only past the noise: a forecast nudged by every noisy hour would hold too
    little as often as too much.
+5. *Time of day*: where the hour around a time of day ran more than 10 % below its forecast on each of the last
+   two days that had no calendar event then (the humps moved, an afternoon fell away), the everyday forecast of
+   that time is lowered by the lesser of the two ratios (:func:`time_of_day_ratios`). The seasonal median alone
+   would hold the old shape for weeks; one quiet day (a holiday) cuts nothing.
 
 Why not a library: statsmodels or Prophet would bring numpy, scipy and pandas (well over 100 MB and seconds of
 cold start) into a Lambda layer that holds pydantic and PyYAML; the model above is a few dozen lines a person can
@@ -54,6 +58,15 @@ LEVEL_DEADBAND = 0.9
 MIN_LEVEL_RATIO = 0.5
 #: The largest rise believed (a level above the expected one sizes up the events ahead).
 MAX_LEVEL_RATIO = 3.0
+#: A time of day is judged on its last this many days: a forecast that overshot every one of them at that local
+#: time is cut there (the humps moved, that part of the day fell away); one quiet day (a holiday) cuts nothing.
+TIME_OF_DAY_DAYS = 2
+#: ... over this many slots centred on the time (an hour), so that one noisy slot does not decide.
+TIME_OF_DAY_SLOTS = 13
+#: The largest cut of a time of day (seen on every one of its last days, it may cut deeper than one quiet spell).
+MIN_TIME_OF_DAY_RATIO = 0.25
+#: How far back those days are looked for (calendar events are passed over).
+LOOK_BACK_DAYS = 9
 
 Span = tuple[datetime, datetime]
 
@@ -181,6 +194,13 @@ def weeks_before(slot: datetime, weeks: int, zone: tzinfo = UTC) -> datetime:
     return (slot.astimezone(zone) - weeks * WEEK).astimezone(UTC)
 
 
+def days_before(slot: datetime, days: int, zone: tzinfo = UTC) -> datetime:
+    """``slot`` ``days`` days earlier at the same local time of ``zone`` (see :func:`weeks_before`)."""
+    if zone is UTC:
+        return slot - timedelta(days=days)
+    return (slot.astimezone(zone) - timedelta(days=days)).astimezone(UTC)
+
+
 def forecast(
     series: DemandSeries, now: datetime, slots: Sequence[datetime], growth: float = 1.0, zone: tzinfo = UTC
 ) -> list[float | None]:
@@ -266,13 +286,18 @@ def level_ratio(actual: DemandSeries, slots: Sequence[datetime], expected: Seque
         seen = actual.at(slot)
         if seen is not None and wanted is not None:
             pairs.append((seen, wanted))
-    total = sum(wanted for _, wanted in pairs)
-    if len(pairs) < MIN_RECENT_SLOTS or total <= 0:
+    return _beyond_noise(sum(seen for seen, _ in pairs), sum(wanted for _, wanted in pairs), len(pairs))
+
+
+def _beyond_noise(seen: float, wanted: float, pairs: int, lowest: float = MIN_LEVEL_RATIO) -> float:
+    """``seen / wanted`` clamped to ``[lowest, MAX_LEVEL_RATIO]``; 1.0 within ``LEVEL_DEADBAND`` of 1, or from fewer
+    than ``MIN_RECENT_SLOTS`` slots."""
+    if pairs < MIN_RECENT_SLOTS or wanted <= 0:
         return 1.0
-    ratio = sum(seen for seen, _ in pairs) / total
+    ratio = seen / wanted
     if LEVEL_DEADBAND <= ratio <= 1 / LEVEL_DEADBAND:
         return 1.0
-    return round(min(MAX_LEVEL_RATIO, max(MIN_LEVEL_RATIO, ratio)), 6)
+    return round(min(MAX_LEVEL_RATIO, max(lowest, ratio)), 6)
 
 
 def corrected(rps: float, ratio: float, slot: datetime, now: datetime) -> float:
@@ -292,3 +317,76 @@ def corrected(rps: float, ratio: float, slot: datetime, now: datetime) -> float:
     """
     ahead = max(0.0, (slot - now) / LEVEL_MEMORY)
     return rps * math.pow(ratio, math.exp(-ahead))
+
+
+def time_of_day_ratios(
+    usual: DemandSeries,
+    now: datetime,
+    slots: Sequence[datetime],
+    growth: float = 1.0,
+    zone: tzinfo = UTC,
+    skip: Sequence[Span] = (),
+) -> list[float]:
+    """Per slot of ``slots``: below 1, how far under their forecast the everyday demand of the same local time ran
+    on each of its last ``TIME_OF_DAY_DAYS`` recorded days (the least of those cuts); 1.0 within noise
+    (``LEVEL_DEADBAND``), or with fewer such days in the ``LOOK_BACK_DAYS`` before. Never below
+    ``MIN_TIME_OF_DAY_RATIO``.
+
+    Each day is read as :func:`level_ratio` reads today's level, over ``TIME_OF_DAY_SLOTS`` slots around that time
+    that ended ``METRIC_LAG`` before ``now``, each against its forecast from the weeks before it; a day whose
+    slots touch a span of ``skip`` (a calendar event: bridged over in ``usual``, it says nothing) is passed over.
+
+    Examples
+    --------
+    Three weeks at 10 requests/s, then two days at 6 from noon to 18:00 (the afternoon fell away):
+
+    >>> now = datetime(2026, 12, 28, 12, tzinfo=UTC)
+    >>> start = now - 3 * WEEK
+    >>> rps = [10.0] * int((now - start) / SLOT)
+    >>> noon = [int((now - timedelta(days=day) - start) / SLOT) for day in (1, 2)]
+    >>> for first in noon:
+    ...     rps[first : first + 72] = [6.0] * 72
+    >>> time_of_day_ratios(DemandSeries(start, tuple(rps)), now, [now + timedelta(hours=3), now + timedelta(hours=9)])
+    [0.6, 1.0]
+    >>> rps[noon[1] : noon[1] + 72] = [10.0] * 72  # the day before was as usual: yesterday was a quiet day
+    >>> time_of_day_ratios(DemandSeries(start, tuple(rps)), now, [now + timedelta(hours=3)])
+    [1.0]
+    """
+    done = floor_slot(now - METRIC_LAG)  # slots before it have ended and reached CloudWatch
+    half = TIME_OF_DAY_SLOTS // 2
+    oldest = done - timedelta(days=LOOK_BACK_DAYS + 1)
+    events = [(begin, stop) for begin, stop in skip if stop > oldest and begin < done]
+    centres: list[list[datetime]] = []
+    for slot in slots:
+        found: list[datetime] = []
+        for day in range(1, LOOK_BACK_DAYS + 1):
+            centre = days_before(slot, day, zone)
+            low, high = centre - half * SLOT, centre + (half + 1) * SLOT
+            if high <= done and not any(low < stop and high > begin for begin, stop in events):
+                found.append(centre)
+                if len(found) == TIME_OF_DAY_DAYS:
+                    break
+        centres.append(found if len(found) == TIME_OF_DAY_DAYS else [])
+    # Every window's slots, as indices into ``usual``; running sums over them give each window's totals in O(1).
+    lows = {usual.index(c) - half for days in centres for c in days}
+    needed = sorted({low + i for low in lows for i in range(TIME_OF_DAY_SLOTS)})
+    expected = dict(
+        zip(needed, forecast(usual, now, [usual.start + i * SLOT for i in needed], growth, zone), strict=True)
+    )
+    first = needed[0] if needed else 0
+    seen, wanted, pairs = [0.0], [0.0], [0]
+    for i in range(first, needed[-1] + 1 if needed else 0):
+        actual = usual.rps[i] if 0 <= i < len(usual.rps) else None
+        guess = expected.get(i)
+        both = actual is not None and guess is not None
+        seen.append(seen[-1] + (actual or 0.0) * both)
+        wanted.append(wanted[-1] + (guess or 0.0) * both)
+        pairs.append(pairs[-1] + both)
+
+    def day_ratio(centre: datetime) -> float:
+        low = usual.index(centre) - half - first
+        high = low + TIME_OF_DAY_SLOTS
+        totals = (seen[high] - seen[low], wanted[high] - wanted[low], pairs[high] - pairs[low])
+        return _beyond_noise(*totals, lowest=MIN_TIME_OF_DAY_RATIO)
+
+    return [min(1.0, max(day_ratio(c) for c in days)) if days else 1.0 for days in centres]

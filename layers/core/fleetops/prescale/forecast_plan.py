@@ -27,6 +27,7 @@ from fleetops.prescale.forecast import (
     forecast,
     level_ratio,
     recent_slots,
+    time_of_day_ratios,
     weekly_growth,
 )
 from fleetops.prescale.models import ForecastSummary, OverCap, Step
@@ -165,13 +166,16 @@ def plan_from_history(
         high = min(len(slots), math.ceil((event.occurrence.end + event_sizes.LATE - span_start) / SLOT) + 1)
         for i in range(low, high):
             lift[i] = max(lift[i], event.multiplier(slots[i]))
-    # Today's level below the forecast lowers the everyday slots (events keep the size they were learned at over
-    # the usual level); above it, it sizes up the events, whose learned size is over the everyday level, while the
-    # everyday slots above the forecast are left to target tracking.
-    demand = [
-        corrected(rps * up, ratio, slot, now) if (up > 1.0) == (ratio > 1.0) else rps * up
-        for rps, up, slot in zip(everyday_rps, lift, slots, strict=True)
-    ]
+    # Today's level above the forecast sizes up the events (their learned size is over the everyday level); below
+    # it, it lowers the everyday slots, and so does a time of day that ran below its forecast on each of its last
+    # days. Events keep the size they were learned at; everyday traffic above the forecast is target tracking's.
+    cuts = time_of_day_ratios(usual, now, slots, growth, zone, event_spans)
+    demand = []
+    for rps, up, slot, cut in zip(everyday_rps, lift, slots, cuts, strict=True):
+        if up > 1.0:
+            demand.append(corrected(rps * up, ratio, slot, now) if ratio > 1.0 else rps * up)
+        else:
+            demand.append(min(corrected(rps, min(ratio, 1.0), slot, now), rps * cut))
     needs = [_need(variant, rps) for rps in demand]
     before, after = math.ceil(delay / SLOT), math.ceil(lead / SLOT)  # held at least as long as configured
     # The level of slot i is the largest need from ``delay`` before it to ``lead`` after it, and the slot that
@@ -189,7 +193,10 @@ def plan_from_history(
     start_i = slots.index(first)
     current = level(start_i)
     # The same level without today's level: MinCapacity holds it now if this plan's earlier runs set it.
-    plain = [_need(variant, rps * up) for rps, up in zip(everyday_rps[: start_i + after + 1], lift, strict=False)]
+    plain = [
+        _need(variant, rps * up if up > 1.0 else rps * cut)
+        for rps, up, cut in zip(everyday_rps[: start_i + after + 1], lift, cuts, strict=False)
+    ]
     uncorrected = max(variant.floor, min(variant.cap, max(plain[max(0, start_i - before) :])))
     steps: list[Step] = []
     previous = current
