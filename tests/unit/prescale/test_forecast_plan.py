@@ -230,6 +230,11 @@ def test_an_evening_busy_hour_gone_on_each_of_its_last_two_days_is_no_longer_hel
     plan = plan_from_history(VARIANT, [], SETTINGS, NOW, history(evenings_gone_since(2)))
 
     assert max(s.min_capacity for s in plan.steps) == 3
+    # At 18:00 the hour judged is 6 slots at 8 and 7 at 16 (x0.97, the last week's lower trend): 104 / 155.
+    assert [s.reason for s in plan.steps if s.min_capacity == 3] == [
+        "forecast 10.3 req/s at Wed 18:00 UTC (this time of day x0.67 on its last days)",
+        "forecast 8.2 req/s at Wed 21:30 UTC (this time of day x0.54 on its last days)",
+    ]
     assert [level_at(plan.current, plan.steps, at(hhmm)) for hhmm in ("17:00", "19:00", "20:00", "21:00", "23:00")] == [
         2,
         2,

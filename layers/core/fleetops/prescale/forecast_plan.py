@@ -127,6 +127,30 @@ def _window_max(values: Sequence[int], before: int, after: int) -> list[int]:
     return found
 
 
+def _demand(
+    everyday_rps: Sequence[float],
+    lift: Sequence[float],
+    cuts: Sequence[float],
+    ratio: float,
+    slots: Sequence[datetime],
+    now: datetime,
+) -> list[float]:
+    """Each slot's demand to plan for.
+
+    Today's level above the forecast (``ratio`` > 1) sizes up the events (their learned size is over the everyday
+    level); below it, it lowers the everyday slots, and so does a time of day that ran below its forecast on each of
+    its last days (``cuts``). Events keep the size they were learned at; everyday traffic above the forecast is
+    target tracking's.
+    """
+    demand = []
+    for rps, up, cut, slot in zip(everyday_rps, lift, cuts, slots, strict=True):
+        if up > 1.0:
+            demand.append(corrected(rps * up, ratio, slot, now) if ratio > 1.0 else rps * up)
+        else:
+            demand.append(min(corrected(rps, min(ratio, 1.0), slot, now), rps * cut))
+    return demand
+
+
 def plan_from_history(
     variant: VariantConfig,
     occurrences: Sequence[Occurrence],
@@ -166,16 +190,8 @@ def plan_from_history(
         high = min(len(slots), math.ceil((event.occurrence.end + event_sizes.LATE - span_start) / SLOT) + 1)
         for i in range(low, high):
             lift[i] = max(lift[i], event.multiplier(slots[i]))
-    # Today's level above the forecast sizes up the events (their learned size is over the everyday level); below
-    # it, it lowers the everyday slots, and so does a time of day that ran below its forecast on each of its last
-    # days. Events keep the size they were learned at; everyday traffic above the forecast is target tracking's.
     cuts = time_of_day_ratios(usual, now, slots, growth, zone, event_spans)
-    demand = []
-    for rps, up, slot, cut in zip(everyday_rps, lift, slots, cuts, strict=True):
-        if up > 1.0:
-            demand.append(corrected(rps * up, ratio, slot, now) if ratio > 1.0 else rps * up)
-        else:
-            demand.append(min(corrected(rps, min(ratio, 1.0), slot, now), rps * cut))
+    demand = _demand(everyday_rps, lift, cuts, ratio, slots, now)
     needs = [_need(variant, rps) for rps in demand]
     before, after = math.ceil(delay / SLOT), math.ceil(lead / SLOT)  # held at least as long as configured
     # The level of slot i is the largest need from ``delay`` before it to ``lead`` after it, and the slot that
@@ -188,6 +204,8 @@ def plan_from_history(
     def reason(top: int) -> str:
         active = [s.label() for s in sized if s.multiplier(slots[top]) > 1.0]
         at = f"forecast {demand[top]:.1f} req/s at {slots[top]:%a %H:%M} UTC"
+        if lift[top] <= 1.0 and cuts[top] < 1.0:
+            at += f" (this time of day x{cuts[top]:.2f} on its last days)"
         return "; ".join([at, *active])
 
     start_i = slots.index(first)
