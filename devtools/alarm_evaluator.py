@@ -74,6 +74,8 @@ from devtools.emulated_account import ACCOUNT_ID, REGION
 logger = logging.getLogger(__name__)
 
 Series = list[float | None]
+#: Datapoints by (namespace, metric name).
+ByMetric = dict[tuple[str | None, str | None], list[MetricDatumBase]]
 _Operand = float | None | Series  # a scalar (None: no value), or one value per period
 
 INITIAL_REASON = "Unchecked: Initial alarm creation"
@@ -711,7 +713,11 @@ class AlarmEvaluator:
         """
         now = time.time() if now is None else now
         backend = cloudwatch_backends[self._account_id][self._region]
-        data = list(backend.metric_data)  # one snapshot per pass (the server thread appends meanwhile)
+        # One snapshot per pass (the server thread appends meanwhile), by metric: each query then reads its own
+        # metric's datapoints, not every datapoint the account holds.
+        data: ByMetric = {}
+        for datum in list(backend.metric_data):
+            data.setdefault((datum.namespace, datum.name), []).append(datum)
         made: list[Transition] = []
         alarms = list(backend.alarms.values())
         for alarm in alarms:
@@ -841,11 +847,11 @@ class AlarmEvaluator:
             self._changed.notify_all()
 
     def _window(
-        self, query: Query, starts: Sequence[float], length: float, data: Sequence[MetricDatumBase]
+        self, query: Query, starts: Sequence[float], length: float, data: ByMetric
     ) -> tuple[Series, list[float | None]]:
         """One statistic value and sample count per window (None where a window has no datapoint)."""
         buckets: list[list[MetricDatumBase]] = [[] for _ in starts]
-        for datum in data:
+        for datum in data.get((query.namespace, query.metric_name), ()):
             if not query.matches(datum):
                 continue
             index = math.floor((datum.timestamp.replace(tzinfo=UTC).timestamp() - starts[0]) / length)
@@ -874,9 +880,7 @@ class AlarmEvaluator:
         needed = 10 / (1 - float(stat[1:]) / 100) if float(stat[1:]) < 100 else math.inf
         return any(s is not None and s < needed for s in samples)
 
-    def _evaluate(
-        self, config: AlarmConfig, instant: float, now: float, data: Sequence[MetricDatumBase]
-    ) -> Transition | None:
+    def _evaluate(self, config: AlarmConfig, instant: float, now: float, data: ByMetric) -> Transition | None:
         length = self.scaled(config.period)
         n = config.evaluation_periods
         starts = [instant - (n - i) * length for i in range(n)]
