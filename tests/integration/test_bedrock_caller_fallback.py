@@ -37,6 +37,7 @@ from fleetctl.endpoint_spec import EndpointSpec, build_spec
 from fleetops.config import InitialModel, load_fleet_config
 from gateway.config import DEFAULT_CONFIG, load_gateway_config
 from tests.conftest import REPO
+from tests.integration.hosting_double import OneUrlHosting
 
 SHIPPED = load_fleet_config(REPO / "layers/core/fleet_config/fleet.yaml")
 PROD = next(e for e in SHIPPED.endpoints if e.environment == "prod")
@@ -70,25 +71,6 @@ class StandinEngine:
             self.process = None
 
 
-class _Hosting:
-    """The emulator's hosting: every variant of the prod endpoint is served at ``url`` (no container start)."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    def launch(self, backend: Any, endpoint: Any, config: Any) -> None:
-        return None
-
-    def release(self, endpoint_arn: str) -> None:
-        pass
-
-    def hosts(self, endpoint_arn: str) -> bool:
-        return endpoint_arn.endswith(f":endpoint/{PROD.name}")
-
-    def serving_url(self, endpoint_arn: str, variant_name: str) -> str | None:
-        return self.url
-
-
 def prod_spec() -> EndpointSpec:
     model = InitialModel(
         image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/manga-llm:v7",
@@ -117,7 +99,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[StandinEn
 def deploy_prod_endpoint(monkeypatch: pytest.MonkeyPatch, container_url: str) -> EndpointSpec:
     """Prod's model, config and endpoint on the emulator, its variants served at ``container_url``."""
     emulator_extensions.install()
-    monkeypatch.setattr(emulated_sagemaker, "hosting", _Hosting(container_url))
+    monkeypatch.setattr(emulated_sagemaker, "hosting", OneUrlHosting(PROD.name, container_url))
     spec = prod_spec()
     sagemaker = boto3.client("sagemaker")
     for model in spec.models:
@@ -225,7 +207,7 @@ def test_when_bedrock_fails_too_the_gateways_message_answers_or_the_error_names_
     deploy_prod_endpoint(monkeypatch, gateway.url)
 
     answer = chat(NOT_IMPORTED).ask(ask())
-    monkeypatch.setattr(emulated_sagemaker, "hosting", _Hosting(f"http://127.0.0.1:{free_port()}"))
+    monkeypatch.setattr(emulated_sagemaker, "hosting", OneUrlHosting(PROD.name, f"http://127.0.0.1:{free_port()}"))
     with pytest.raises(FallbackFailedError) as failed:
         chat(NOT_IMPORTED).ask(ask())
 

@@ -10,11 +10,10 @@ checked in ``local_system/test_local_sagemaker.py``.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Literal
 
 import boto3
@@ -33,6 +32,7 @@ from fleetops.metrics import SAGEMAKER_INVOCATIONS, SAGEMAKER_INVOCATIONS_PER_IN
 from fleetops.model_contract import MODEL_VERSION
 from fleetops.prescale.demand_history import DemandHistory
 from fleetops.prescale.forecast import SLOT_S
+from tests.integration.hosting_double import OneUrlHosting, serving
 
 ENDPOINT = "manga-chat"
 ROLE = "arn:aws:iam::123456789012:role/sagemaker-execution"
@@ -54,25 +54,6 @@ class _AnswersAsAsked(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
-
-
-class _Hosting:
-    """Every variant of the endpoint is served by the test double (no container start)."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    def launch(self, backend: Any, endpoint: Any, config: Any) -> None:
-        return None
-
-    def release(self, endpoint_arn: str) -> None:
-        pass
-
-    def hosts(self, endpoint_arn: str) -> bool:
-        return endpoint_arn.endswith(f":endpoint/{ENDPOINT}")
-
-    def serving_url(self, endpoint_arn: str, variant_name: str) -> str | None:
-        return self.url
 
 
 def create_endpoint(instances: dict[str, int]) -> None:
@@ -129,13 +110,9 @@ def _extensions() -> None:
 
 @pytest.fixture
 def container_double(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _AnswersAsAsked)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    monkeypatch.setattr(emulated_sagemaker, "hosting", _Hosting(f"http://127.0.0.1:{server.server_address[1]}"))
-    try:
+    with serving(_AnswersAsAsked) as url:
+        monkeypatch.setattr(emulated_sagemaker, "hosting", OneUrlHosting(ENDPOINT, url))
         yield
-    finally:
-        server.shutdown()
 
 
 def test_each_request_is_counted_per_variant_and_per_instance(container_double: None) -> None:

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import doctest
 import json
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import boto3
@@ -34,6 +33,7 @@ from devtools.tiny_model import TinyModel
 from fleetops.model_contract import ModelContract
 from fleetops.prescale.demand_history import DemandHistory
 from fleetops.prescale.forecast import SLOT_S
+from tests.integration.hosting_double import OneUrlHosting, serving
 
 container = pytest.mark.container
 #: The module's endpoint starts two engines on shared CPUs in its first test's setup.
@@ -177,44 +177,22 @@ class _SlowStream(BaseHTTPRequestHandler):
         pass
 
 
-@dataclass
-class _StubHosting:
-    """Hosts one endpoint whose only variant is the stand-in above (runs before the module's real endpoint)."""
-
-    arn: str
-    url: str
-
-    def launch(self, backend: Any, endpoint: Any, config: Any) -> None:
-        return None
-
-    def release(self, endpoint_arn: str) -> None:
-        pass
-
-    def hosts(self, endpoint_arn: str) -> bool:
-        return endpoint_arn == self.arn
-
-    def serving_url(self, endpoint_arn: str, variant_name: str) -> str | None:
-        return self.url
-
-
 @pytest.fixture
 def slow_stream_endpoint(emulator: Any) -> Iterator[str]:
     emulated_sagemaker.install()
     sagemaker_runtime.install()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowStream)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     client = boto3.client("sagemaker")
     client.create_model(ModelName="stub", ExecutionRoleArn=ROLE, PrimaryContainer={"Image": "stub:1"})
     create_config("stub-config", {"only": ("stub", 1)})
-    arn = client.create_endpoint(EndpointName="stub-stream", EndpointConfigName="stub-config")["EndpointArn"]
+    client.create_endpoint(EndpointName="stub-stream", EndpointConfigName="stub-config")
     saved = emulated_sagemaker.hosting
     assert saved is None, "runs before the module's local SageMaker hosting starts"
-    emulated_sagemaker.hosting = _StubHosting(arn, f"http://127.0.0.1:{server.server_address[1]}")
-    try:
-        yield "stub-stream"
-    finally:
-        emulated_sagemaker.hosting = saved
-        server.shutdown()
+    with serving(_SlowStream) as url:
+        emulated_sagemaker.hosting = OneUrlHosting("stub-stream", url)
+        try:
+            yield "stub-stream"
+        finally:
+            emulated_sagemaker.hosting = saved
 
 
 def test_a_response_stream_is_relayed_as_it_comes_and_a_cut_is_a_model_stream_error(slow_stream_endpoint: str) -> None:

@@ -10,10 +10,9 @@ completion the same way (no model can run here; the comparison's path, not its v
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import boto3
@@ -22,6 +21,7 @@ import pytest
 from devtools import rollout_workflow as wf
 from devtools.emulator_extensions import sagemaker as emulated_sagemaker
 from fleetops.promotion.endpoint_invoke import variant_invoker
+from tests.integration.hosting_double import OneUrlHosting, serving
 from tests.integration.workflows.conftest import HEALTHY, rollout_request
 
 SHADOW_CONFIG = "manga-chat-llama-q4-v7-shadow"
@@ -45,34 +45,11 @@ class _SameAnswer(BaseHTTPRequestHandler):
         pass
 
 
-class _Hosting:
-    """Every variant of the workflow's endpoint is served by the test double (no container start)."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    def launch(self, backend: Any, endpoint: Any, config: Any) -> None:
-        return None  # updates settle on the emulator's clock
-
-    def release(self, endpoint_arn: str) -> None:
-        pass
-
-    def hosts(self, endpoint_arn: str) -> bool:
-        return endpoint_arn.endswith(f":endpoint/{wf.ENDPOINT}")
-
-    def serving_url(self, endpoint_arn: str, variant_name: str) -> str | None:
-        return self.url
-
-
 @pytest.fixture
 def served(rollout: wf.RolloutWorkflow, monkeypatch: pytest.MonkeyPatch) -> Iterator[wf.RolloutWorkflow]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _SameAnswer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    monkeypatch.setattr(emulated_sagemaker, "hosting", _Hosting(f"http://127.0.0.1:{server.server_address[1]}"))
-    try:
+    with serving(_SameAnswer) as url:
+        monkeypatch.setattr(emulated_sagemaker, "hosting", OneUrlHosting(wf.ENDPOINT, url))
         yield rollout
-    finally:
-        server.shutdown()
 
 
 def captures(rollout_id: str = "llama-q4-v7") -> list[str]:
