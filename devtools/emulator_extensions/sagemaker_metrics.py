@@ -13,16 +13,23 @@ into moto's CloudWatch backend, what SageMaker documents for it:
 - ``ModelLatency``: microseconds from sending the request to the container to its whole answer, for every answer
   the container gave.
 
+The datapoints of one second are one aggregated datapoint per metric (``StatisticValues``: sum, count, minimum,
+maximum), as SageMaker publishes per-minute statistics rather than a datapoint per request: a datapoint per request
+made every CloudWatch read on the local system (moto scans every stored datapoint of a query's window) slower as
+traffic went on, enough to change what the demo's alarms saw. A second's datapoint is readable at once and grows
+with each request of that second. No percentiles then (none is read of these metrics).
+
 Not emulated: ``OverheadLatency``, ``ModelSetupTime``, the per-container and per-component metrics, and CloudWatch's
-ingestion delay (a datapoint is readable at once).
+ingestion delay.
 """
 
 from __future__ import annotations
 
+import threading
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
-from moto.cloudwatch.models import cloudwatch_backends
+from moto.cloudwatch.models import CloudWatchBackend, MetricAggregatedDatum, cloudwatch_backends
 from moto.sagemaker.models import FakeEndpoint
 
 from fleetops.metrics import SAGEMAKER_INVOCATIONS, SAGEMAKER_INVOCATIONS_PER_INSTANCE, SAGEMAKER_NAMESPACE, Dimension
@@ -57,13 +64,55 @@ def record(
         values.append((SAGEMAKER_INVOCATIONS_PER_INSTANCE, 1.0 / instances, "None"))
     if model_latency_s is not None:
         values.append((MODEL_LATENCY, round(model_latency_s * 1e6), "Microseconds"))
+    backend = cloudwatch_backends[account][region]
     dimensions = [
         {"Name": Dimension.ENDPOINT, "Value": endpoint.endpoint_name},
         {"Name": Dimension.VARIANT, "Value": variant},
     ]
-    now = datetime.now(UTC).replace(tzinfo=None)  # moto keeps naive UTC datetimes and compares query bounds with them
-    data: list[dict[str, Any]] = [
-        {"MetricName": name, "Dimensions": dimensions, "Value": value, "Unit": unit, "Timestamp": now}
-        for name, value, unit in values
-    ]
-    cloudwatch_backends[account][region].put_metric_data(SAGEMAKER_NAMESPACE, data)
+    # moto keeps naive UTC datetimes and compares query bounds with them
+    second = datetime.now(UTC).replace(tzinfo=None, microsecond=0)
+    with _LOCK:
+        for name, value, unit in values:
+            _add(backend, (account, region, endpoint.endpoint_name, variant, name), second, dimensions, value, unit)
+
+
+@dataclass
+class _Open:
+    """The datapoint of the latest second of one series, stored in ``backend``."""
+
+    backend: CloudWatchBackend
+    datum: MetricAggregatedDatum
+
+
+_LOCK = threading.Lock()  # the emulator answers each request on its own thread
+_OPEN: dict[tuple[str, ...], _Open] = {}
+
+
+def _add(
+    backend: CloudWatchBackend,
+    series: tuple[str, ...],
+    second: datetime,
+    dimensions: list[dict[str, str]],
+    value: float,
+    unit: str,
+) -> None:
+    """Add ``value`` to the series' datapoint of ``second``, stored on first use (a reset backend starts anew)."""
+    opened = _OPEN.get(series)
+    if opened is not None and opened.backend is backend and opened.datum.timestamp == second:
+        datum = opened.datum
+        datum.min, datum.max = min(datum.min, value), max(datum.max, value)
+        datum.sum, datum.sample_count = datum.sum + value, datum.sample_count + 1
+        return
+    datum = MetricAggregatedDatum(
+        namespace=SAGEMAKER_NAMESPACE,
+        name=series[-1],
+        min_stat=value,
+        max_stat=value,
+        sample_count=1,
+        sum_stat=value,
+        dimensions=dimensions,
+        timestamp=second,
+        unit=unit,
+    )
+    backend.metric_data.append(datum)  # what moto's put_metric_data stores for StatisticValues
+    _OPEN[series] = _Open(backend, datum)

@@ -10,6 +10,7 @@ checked in ``local_system/test_local_sagemaker.py``.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -19,6 +20,7 @@ from typing import Any, Literal
 import boto3
 import pytest
 from botocore.exceptions import ClientError
+from moto.cloudwatch.models import cloudwatch_backends
 
 from devtools import emulator_extensions
 from devtools.emulator_extensions import sagemaker as emulated_sagemaker
@@ -35,6 +37,7 @@ from fleetops.prescale.forecast import SLOT_S
 from tests.integration.hosting_double import OneUrlHosting, serving
 
 ENDPOINT = "manga-chat"
+ACCOUNT = "123456789012"  # moto's default account
 ROLE = "arn:aws:iam::123456789012:role/sagemaker-execution"
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/manga-llm:1"
 
@@ -161,3 +164,24 @@ def test_the_pre_scale_history_reads_what_the_endpoint_served() -> None:
     demand = DemandHistory().invocations(ENDPOINT, "primary", now - timedelta(minutes=10), now + timedelta(minutes=10))
     assert sum(rps or 0.0 for rps in demand.rps) * SLOT_S == pytest.approx(3)
     assert statistic("primary", MODEL_LATENCY, "SampleCount", now) is None  # no model ran
+
+
+def test_the_requests_of_one_second_are_one_stored_datapoint_per_metric() -> None:
+    """As SageMaker publishes statistics per period, not a datapoint per request: a datapoint per request made every
+    CloudWatch read of the local system slower as traffic went on."""
+    create_endpoint({"primary": 2})
+    since = datetime.now(UTC)
+    started = time.monotonic()
+    for _ in range(30):
+        invoke("primary")
+    seconds = int(time.monotonic() - started) + 2  # the seconds the requests can have spanned
+
+    assert statistic("primary", SAGEMAKER_INVOCATIONS, "Sum", since) == 30
+    assert statistic("primary", SAGEMAKER_INVOCATIONS, "SampleCount", since) == 30  # each request still counted
+    assert statistic("primary", SAGEMAKER_INVOCATIONS_PER_INSTANCE, "Sum", since) == pytest.approx(15)
+    stored = [
+        datum
+        for datum in cloudwatch_backends[ACCOUNT][os.environ["AWS_DEFAULT_REGION"]].metric_data
+        if datum.namespace == SAGEMAKER_NAMESPACE and datum.name == SAGEMAKER_INVOCATIONS
+    ]
+    assert 1 <= len(stored) <= seconds
