@@ -25,6 +25,7 @@ See, explain and undo what the fleet's automation does, one command per question
   rollback    return the endpoint to the model before the last promotion
   kill-switch stop (engage) or resume (release) every automated change
   simulate    the capacity simulator (python -m fleetsim)
+  traffic     export a variant's own traffic from CloudWatch for the simulator to replay
   endpoint    create the first endpoint from fleet.yaml (model, config, endpoint, scalable targets)
   model       package a model folder as model.tar.gz, check it, print its digests
   completion  print a shell completion script (bash, zsh, tcsh)"""
@@ -103,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_endpoint_and_model(sub, common)
     simulate = _command(sub, "simulate", "simulate", "the capacity simulator (python -m fleetsim)", [])
     simulate.add_argument("args", nargs=argparse.REMAINDER, help="fleetsim's arguments (fleetctl simulate --help)")
+    _add_traffic(sub, common)
     completion = _command(sub, "completion", "completion", "print a shell completion script", [])
     completion.add_argument("shell", choices=["bash", "zsh", "tcsh"], help='e.g. eval "$(fleetctl completion bash)"')
     return parser
@@ -225,6 +227,23 @@ def _add_endpoint_and_model(sub: Subparsers, common: list[argparse.ArgumentParse
     package.add_argument("--endpoint", default="manga-chat-prod", help="the endpoint the request rolls out to")
     package.add_argument("--image-uri", default="", help="the image the request deploys")
     package.add_argument("--adapter-version", default="v1", help="version of adapters not named ADAPTER/VERSION")
+
+
+def _add_traffic(sub: Subparsers, common: list[argparse.ArgumentParser]) -> None:
+    traffic = _command(sub, "traffic", "traffic", "a variant's own traffic, for the simulator to replay", common)
+    tr = traffic.add_subparsers(dest="traffic_action", metavar="ACTION", required=True)
+    export = tr.add_parser(
+        "export",
+        help="the variant's Invocations per five minutes as the CSV fleetctl simulate --trace replays",
+        parents=common,
+        description="Write the variant's CloudWatch Invocations (Sum, five-minute periods, as the pre-scale "
+        "reconciler reads them) as time,requests rows, and print the fleetctl simulate command that replays them. "
+        "With the stack named, the calendar table's entries are written beside it (FILE.calendar.yaml).",
+    )
+    export.add_argument("endpoint", metavar="ENDPOINT", help="the SageMaker endpoint, e.g. manga-chat-prod")
+    export.add_argument("--variant", help="default: the endpoint's primary variant in fleet.yaml")
+    export.add_argument("--days", type=int, default=28, help="days back from now (default 28, at most 63)")
+    export.add_argument("--output", help="the CSV to write (default ENDPOINT-VARIANT.csv)")
 
 
 def _wait_options(parser: argparse.ArgumentParser, default_wait: bool, timeout: float = 900.0) -> None:

@@ -317,6 +317,39 @@ def model(args: argparse.Namespace, out: Output) -> int:
     return ExitCode.OK
 
 
+def traffic(args: argparse.Namespace, out: Output) -> int:
+    import os
+
+    from fleetctl import awsclients
+    from fleetctl import traffic as core
+    from fleetctl.views import traffic as view
+    from fleetops.prescale.calendar_table import CalendarTable
+    from fleetops.prescale.demand_history import DemandHistory
+
+    ctx = Context(args)
+    listed = ctx.fleet.endpoint(args.endpoint)
+    primary = next((v.name for v in listed.variants if v.role == "primary"), None) if listed else None
+    variant = args.variant or primary
+    if variant is None:
+        names = ", ".join(sorted(ctx.fleet.endpoint_names()))
+        raise CliError(
+            ExitCode.USAGE,
+            f"endpoint {args.endpoint!r} is not in fleet.yaml: which variant?",
+            f"pass --variant, or --fleet with the fleet.yaml that lists it (this one lists: {names})",
+        )
+    path = Path(args.output or f"{args.endpoint}-{variant}.csv")
+    calendar = None
+    if getattr(args, "stack", None) or os.environ.get("FLEETCTL_STACK"):
+        from fleetctl.stack import CALENDAR_TABLE
+
+        table = CalendarTable(ctx.stack.output(CALENDAR_TABLE), resource=awsclients.dynamodb_resource())
+        calendar = (path.with_suffix(".calendar.yaml"), table.one_off_entries())
+    history = DemandHistory(awsclients.client("cloudwatch"))
+    report = core.export(args.endpoint, variant, args.days, ctx.now, path, history, calendar)
+    out.result(report, lambda: view.render(report, primary))
+    return ExitCode.OK
+
+
 def completion(args: argparse.Namespace, out: Output) -> int:
     """A completion script for ``args.shell``, generated from the parser itself (shtab), so it never drifts."""
     import shtab
