@@ -201,6 +201,30 @@ def days_before(slot: datetime, days: int, zone: tzinfo = UTC) -> datetime:
     return (slot.astimezone(zone) - timedelta(days=days)).astimezone(UTC)
 
 
+#: How often :func:`_steady_clock` reads a zone's offset: no zone changes its clocks twice within six hours.
+_OFFSET_PROBE = timedelta(hours=6)
+
+
+def _steady_clock(zone: tzinfo, start: datetime, end: datetime) -> tzinfo:
+    """UTC where ``zone`` keeps one offset from ``start`` to ``end`` (most plans: the same local time days or weeks
+    earlier is then the same UTC time, without two time-zone conversions per slot and day); else ``zone``.
+
+    Examples
+    --------
+    >>> from zoneinfo import ZoneInfo
+    >>> march = datetime(2026, 3, 1, tzinfo=UTC)
+    >>> _steady_clock(ZoneInfo("Asia/Tokyo"), march, march + 5 * WEEK)
+    datetime.timezone.utc
+    >>> _steady_clock(ZoneInfo("America/Los_Angeles"), march, march + 5 * WEEK)  # the clocks go forward on the 8th
+    zoneinfo.ZoneInfo(key='America/Los_Angeles')
+    """
+    if zone is UTC:
+        return zone
+    probes = int((end - start) / _OFFSET_PROBE) + 2
+    offsets = {min(start + i * _OFFSET_PROBE, end).astimezone(zone).utcoffset() for i in range(probes)}
+    return UTC if len(offsets) == 1 else zone
+
+
 def forecast(
     series: DemandSeries, now: datetime, slots: Sequence[datetime], growth: float = 1.0, zone: tzinfo = UTC
 ) -> list[float | None]:
@@ -224,6 +248,7 @@ def forecast(
     """
     # Slots before ``limit`` have ended by now; nothing at or after it is read.
     limit = min(len(series.rps), int((now - series.start).total_seconds()) // SLOT_S)
+    zone = _steady_clock(zone, series.start, max(slots, default=now))
     found: list[float | None] = []
     for slot in slots:
         seen = []
@@ -353,6 +378,7 @@ def time_of_day_ratios(
     [1.0]
     """
     done = floor_slot(now - METRIC_LAG)  # slots before it have ended and reached CloudWatch
+    zone = _steady_clock(zone, usual.start, max(slots, default=now))
     half = TIME_OF_DAY_SLOTS // 2
     oldest = done - timedelta(days=LOOK_BACK_DAYS + 1)
     events = [(begin, stop) for begin, stop in skip if stop > oldest and begin < done]
