@@ -94,6 +94,8 @@ def _burst(system: LocalSystem) -> None:
     raised = f"{outcome.min_capacity_before} -> {outcome.min_capacity_after}"
     expect(outcome.min_capacity_after > outcome.min_capacity_before, "the queue-depth alarm raises MinCapacity")
     _say(f"MinCapacity {raised}, {_seconds(outcome.load_to_capacity_s, outcome.load_to_alarm_s)} after the burst began")
+    _say(f"the primary then serves on {outcome.instances_after} instances (DescribeEndpoint: Application Auto Scaling "
+         "brought it up to the new MinCapacity)")  # fmt: skip
     _say(f"answers: {sum(a.controlled for a in outcome.answers)} answered, "
          f"{sum(a.deadline_exceeded for a in outcome.answers)} cut at the gateway's deadline (504): "
          "one sequence at a time cannot serve this burst, hence the scale-out")  # fmt: skip

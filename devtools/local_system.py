@@ -270,6 +270,14 @@ class LocalSystem:
         )["ScalableTargets"]
         return int(targets[0]["MinCapacity"])
 
+    def instances(self, variant: str = PRIMARY) -> int | None:
+        """The variant's CurrentInstanceCount while the endpoint is in service (``None`` while it updates)."""
+        described = boto3.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)
+        if described["EndpointStatus"] != "InService":
+            return None
+        found = [v for v in described["ProductionVariants"] if v["VariantName"] == variant]
+        return int(found[0]["CurrentInstanceCount"]) if found else None
+
     def weights(self) -> dict[str, float]:
         described = boto3.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)
         return {v["VariantName"]: v.get("CurrentWeight", 0.0) for v in described["ProductionVariants"]}

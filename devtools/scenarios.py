@@ -189,6 +189,7 @@ class QueueOutcome:
     load_to_alarm_s: float  # of which: -> the queue-depth alarm's event handed to the responder
     answers: list[Answer]
     handled: Delivery
+    instances_after: int  # the primary's CurrentInstanceCount once the raise went through (Application Auto Scaling)
 
 
 def _past_the_cooldown(system: LocalSystem) -> None:
@@ -225,4 +226,10 @@ def queue_build_up(system: LocalSystem, users: int = 80, max_tokens: int = 192) 
             raise TimeoutError(f"{exc}: MinCapacity {before}; {did}") from exc
         raised_at = time.monotonic()
         answers = [f.result(timeout=300) for f in futures]
-    return QueueOutcome(before, int(after), raised_at - started, handled.queued_at - started, answers, handled)
+
+    def scaled_out() -> int | None:
+        serving = system.instances()
+        return serving if serving is not None and serving >= after else None
+
+    scaled = wait_for("the primary scaled out to MinCapacity", scaled_out, 60)
+    return QueueOutcome(before, int(after), raised_at - started, handled.queued_at - started, answers, handled, scaled)

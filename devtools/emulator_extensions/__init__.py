@@ -9,6 +9,8 @@ botocore's real service model. Tests that rely on one of them say so.
 - ``sagemaker_runtime``: InvokeEndpoint and InvokeEndpointWithResponseStream reaching those containers
   (inert unless a hosting is registered), each request adding SageMaker's per-variant ``AWS/SageMaker`` metrics
   (``sagemaker_metrics``: Invocations, InvocationsPerInstance, ModelLatency, the 4xx/5xx errors).
+- ``application_autoscaling``: a SageMaker variant's instance count follows its scalable target's MinCapacity and
+  MaxCapacity, set directly or by a scheduled action whose time has come (moto stores them and scales nothing).
 - ``bedrock``: Custom Model Import (CreateModelImportJob, GetModelImportJob, ...) and Converse.
 - ``cloudwatch``: percentiles (``p95``) and percentile ranks (``PR(:300)``) in GetMetricData and
   GetMetricStatistics, which moto leaves empty.
@@ -28,6 +30,7 @@ from __future__ import annotations
 def install() -> None:
     """Install every extension (idempotent)."""
     from devtools.emulator_extensions import (
+        application_autoscaling,
         bedrock,
         cloudwatch,
         events_lambda,
@@ -37,5 +40,6 @@ def install() -> None:
         stepfunctions,
     )
 
-    for extension in (sagemaker, sagemaker_runtime, bedrock, cloudwatch, stepfunctions, logs_emf, events_lambda):
+    extensions = (sagemaker, application_autoscaling, sagemaker_runtime, bedrock, cloudwatch, stepfunctions, logs_emf)
+    for extension in (*extensions, events_lambda):
         extension.install()

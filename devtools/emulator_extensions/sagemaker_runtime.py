@@ -64,7 +64,7 @@ from moto.s3.models import s3_backends
 from moto.sagemaker.models import FakeEndpoint, sagemaker_backends
 from werkzeug.wrappers import Request, Response
 
-from devtools.emulator_extensions import sagemaker, sagemaker_metrics
+from devtools.emulator_extensions import application_autoscaling, sagemaker, sagemaker_metrics
 from fleetops.model_contract import MODEL_VERSION
 
 _PATH = re.compile(r"^/endpoints/(?P<name>[^/]+)/(?P<op>invocations|invocations-response-stream)$")
@@ -211,6 +211,8 @@ def _resolve(environ: Mapping[str, Any]) -> tuple[str, _Target | Response] | Non
         return None
     operation, name, region, account = located
     endpoint = sagemaker_backends[account][region].endpoints.get(name)
+    if endpoint is not None:
+        application_autoscaling.scale(account, region, name)  # a scheduled action due now counts this request
     if host is None or endpoint is None or not host.hosts(str(endpoint.arn)):
         if endpoint is not None and operation == "invocations":
             return _standin(endpoint, environ.get("HTTP_X_AMZN_SAGEMAKER_TARGET_VARIANT"), region, account)

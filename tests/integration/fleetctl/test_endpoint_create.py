@@ -14,6 +14,7 @@ import pytest
 
 from devtools import emulator_extensions
 from devtools import rollout_workflow as wf
+from devtools.local_system import wait_for
 from fleetctl import awsclients
 from fleetctl.errors import ExitCode
 from fleetops.aws.autoscaling import DIMENSION, NAMESPACE, resource_id
@@ -41,6 +42,12 @@ def create(cli: Any, *args: str) -> Any:
 def targets() -> list[dict[str, Any]]:
     found = boto3.client("application-autoscaling").describe_scalable_targets(ServiceNamespace=NAMESPACE)
     return [dict(target) for target in found["ScalableTargets"]]
+
+
+def instance_counts() -> tuple[str, int]:
+    """The endpoint's status and its primary variant's current instance count."""
+    described = boto3.client("sagemaker").describe_endpoint(EndpointName="manga-chat")
+    return described["EndpointStatus"], described["ProductionVariants"][0]["CurrentInstanceCount"]
 
 
 def nothing_created() -> bool:
@@ -111,11 +118,13 @@ def test_an_existing_endpoint_is_reported_not_recreated_and_its_raised_capacity_
         MinCapacity=5,
         MaxCapacity=12,
     )
+    scaled_out = wait_for("the scale-out to 5", lambda: instance_counts() == ("InService", 5), 30)
 
     again = create(cli, "manga-chat", "--model-version", "v7")
 
     assert again.code == ExitCode.OK, again.err
     assert "endpoint manga-chat exists already, kept as it is: InService, config manga-chat-v6-config" in again.out
+    assert scaled_out and instance_counts() == ("InService", 5)
     assert "already registered, kept" in again.out and "nothing (all of it was there)" in again.out
     assert [m["ModelName"] for m in boto3.client("sagemaker").list_models()["Models"]] == ["manga-chat-v6-primary"]
     assert [(t["MinCapacity"], t["MaxCapacity"]) for t in targets()] == [(5, 12)]

@@ -31,6 +31,8 @@ COMMANDS = [
     ["endpoint", "create"],
     ["model"],
     ["model", "package"],
+    ["traffic"],
+    ["traffic", "export"],
     ["completion"],
 ]
 

@@ -117,6 +117,7 @@ def test_queue_build_up_from_real_load_raises_capacity_through_the_responder(sma
     outcome = queue_build_up(small_system)
 
     assert outcome.min_capacity_after > outcome.min_capacity_before
+    assert outcome.instances_after == outcome.min_capacity_after  # the endpoint scaled out to it
     # The queue-depth alarm itself, from the template, went to ALARM on a breaching datapoint (the average the
     # gateway emitted over one period, above the template's 50), and the responder scaled out on it.
     reason = json.loads(outcome.handled.event["detail"]["state"]["reasonData"])

@@ -119,10 +119,12 @@ def alarm_event(name: str, *, at: str | None = None, observed: float | None = No
 
 @pytest.fixture
 def fast_endpoint_updates() -> Iterator[None]:
-    """The project's SageMaker emulator extension (weight 0 kept, real Updating state), updates settle at once."""
+    """The project's emulator extensions (SageMaker: weight 0 kept, real Updating state; a variant's count follows
+    its scalable target's limits, as Application Auto Scaling does), updates settling at once."""
+    from devtools import emulator_extensions
     from devtools.emulator_extensions import sagemaker as extension
 
-    extension.install()
+    emulator_extensions.install()
     saved = extension.behaviour.update_seconds
     extension.behaviour.update_seconds = 0.0
     yield

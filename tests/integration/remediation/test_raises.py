@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from devtools.emulator_extensions import sagemaker as emulated_sagemaker
 from devtools.remediation_stack import PLAYBOOK
 from fleetops.aws.sagemaker_endpoint import VariantWeights
 from fleetops.remediation.models import load_playbook
@@ -68,9 +69,13 @@ def test_the_ok_event_records_the_clear_and_the_audit_says_when_the_raise_comes_
     assert stack.audit()[-1].reason == recovery.reason
 
 
-def test_a_new_alarm_that_raises_nothing_holds_the_raise_up_again(serving_six: Stack) -> None:
+def test_a_new_alarm_that_raises_nothing_holds_the_raise_up_again(
+    serving_six: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
     stack = serving_six
     responder = build_responder(stack)
+    # The raise's four instances are still starting (the endpoint Updating): the fleet serves on 6 meanwhile.
+    monkeypatch.setattr(emulated_sagemaker.behaviour, "update_seconds", 60.0)
     responder.respond(alarm_event("alarm_queue_depth_alarm"))  # 19:02: MinCapacity 10, 6 serving
     responder.respond(alarm_event("alarm_queue_depth_ok"))  # 19:31
     again = responder.respond(alarm_event("alarm_queue_depth_alarm", at="2026-11-21T19:35:00Z"))
