@@ -100,7 +100,10 @@ endpoints:
     variants:
       - {{name: {PRIMARY}, role: primary, capacity_rps_per_instance: 4, baseline_rps: 2, floor: 1, cap: 12}}
       - {{name: {CANARY}, role: canary, capacity_rps_per_instance: 4, baseline_rps: 1, floor: 1, cap: 2}}
-    canary_limits: {{max_instance_count: 4}}
+    # Up to the primary's cap: users queueing on a small primary make the responder raise it (and Application
+    # Auto Scaling scale it) during a rollout, and a step sized on that primary must still fit. One local process
+    # stands for all of a variant's instances, so the count is bookkeeping here.
+    canary_limits: {{max_instance_count: 12}}
 """
 
 
