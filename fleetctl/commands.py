@@ -318,8 +318,6 @@ def model(args: argparse.Namespace, out: Output) -> int:
 
 
 def traffic(args: argparse.Namespace, out: Output) -> int:
-    import os
-
     from fleetctl import awsclients
     from fleetctl import traffic as core
     from fleetctl.views import traffic as view
@@ -339,7 +337,7 @@ def traffic(args: argparse.Namespace, out: Output) -> int:
         )
     path = Path(args.output or f"{args.endpoint}-{variant}.csv")
     calendar = None
-    if getattr(args, "stack", None) or os.environ.get("FLEETCTL_STACK"):
+    if ctx.stack_name:
         from fleetctl.stack import CALENDAR_TABLE
 
         table = CalendarTable(ctx.stack.output(CALENDAR_TABLE), resource=awsclients.dynamodb_resource())

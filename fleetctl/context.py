@@ -26,9 +26,14 @@ class Context:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
 
+    @property
+    def stack_name(self) -> str | None:
+        """The stack --stack or FLEETCTL_STACK names, if any (commands that can do without one ask first)."""
+        return getattr(self.args, "stack", None) or os.environ.get("FLEETCTL_STACK")
+
     @cached_property
     def stack(self) -> Stack:
-        return resolve(getattr(self.args, "stack", None) or os.environ.get("FLEETCTL_STACK"))
+        return resolve(self.stack_name)
 
     @cached_property
     def now(self) -> datetime:
