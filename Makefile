@@ -152,7 +152,7 @@ lint: $(STAMPS)/venv
 	$(BIN)/lint-imports --no-cache
 
 typecheck: $(STAMPS)/venv
-	$(BIN)/mypy layers/core functions gpu_container/gateway devtools fleetsim bench demo fleetctl clients
+	$(BIN)/mypy layers/core functions gpu_container/gateway devtools fleetsim bench demo fleetctl clients tests
 
 # Copy-paste finder (pylint's duplicate-code check; imports, docstrings, comments and signatures not counted).
 # 6 lines: the tree passes at 5, and the handlers' common shape alone already matches over 4.

@@ -16,10 +16,10 @@ import pytest
 
 from devtools import emulator_extensions
 from devtools.emulator_extensions import sagemaker as emulated_sagemaker
+from fleetops.aws.autoscaling import DIMENSION
 
 ENDPOINT = "manga-chat"
 RESOURCE = f"endpoint/{ENDPOINT}/variant/primary"
-DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 
 
 @pytest.fixture(autouse=True)

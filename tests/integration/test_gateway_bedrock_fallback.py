@@ -153,7 +153,7 @@ def test_with_the_engine_down_the_answer_comes_from_bedrock(
         "bedrock",
         "engine_unavailable",
     )
-    body = json.loads(response.body)
+    body = json.loads(bytes(response.body))
     assert body["choices"][0]["finish_reason"] == "fallback"
     assert body["choices"][0]["message"]["content"] == f"[emulated Converse: manga-fallback] You asked: {QUESTION}"
     assert streamed.headers["x-backend-version"] == "bedrock"
@@ -177,7 +177,7 @@ def test_when_bedrock_fails_the_configured_message_answers_and_the_failure_is_co
         "fallback",
         "engine_unavailable",
     )
-    assert json.loads(response.body)["choices"][0]["message"]["content"] == config.containment.fallback_message
+    assert json.loads(bytes(response.body))["choices"][0]["message"]["content"] == config.containment.fallback_message
     counters = metrics.drain().counters
     assert (counters[MetricName.FALLBACKS], counters[MetricName.BEDROCK_FALLBACK_ERRORS]) == (1.0, 1.0)
     [record] = [r for r in caplog.records if getattr(r, "event", None) == "fallback_model_failed"]

@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
@@ -37,10 +37,16 @@ from tests.conftest import REPO
 from tests.integration.remediation.conftest import ENDPOINT, FLEET_YAML, STACK
 from tests.unit.cfn_yaml import load, resources_of_type
 
+if TYPE_CHECKING:
+    from mypy_boto3_cloudwatch.type_defs import DimensionTypeDef, MetricDataQueryTypeDef
+
 LOG_GROUP = f"/aws/sagemaker/Endpoints/{ENDPOINT}"
 PARAMETERS = {"RemediatedEndpointName": ENDPOINT}  # the template names no endpoint by default
 INSTANCE = "i-0a1b2c3d4e"
-DIMS = [{"Name": "EndpointName", "Value": ENDPOINT}, {"Name": "VariantName", "Value": "primary"}]
+DIMS: list[DimensionTypeDef] = [
+    {"Name": "EndpointName", "Value": ENDPOINT},
+    {"Name": "VariantName", "Value": "primary"},
+]
 PREFIX = f"{STACK}-remediation-"
 
 
@@ -110,9 +116,9 @@ def state_of(name: str) -> dict[str, Any]:
 # --- CloudWatch Logs -> metrics ---
 
 
-def _metric_data(name: str, stat: str, dims: list[dict[str, str]] = DIMS) -> list[float]:
+def _metric_data(name: str, stat: str, dims: list[DimensionTypeDef] = DIMS) -> list[float]:
     now = datetime.now(UTC)
-    query = {
+    query: MetricDataQueryTypeDef = {
         "Id": "q",
         "MetricStat": {
             "Metric": {"Namespace": NAMESPACE, "MetricName": name, "Dimensions": dims},
@@ -121,7 +127,7 @@ def _metric_data(name: str, stat: str, dims: list[dict[str, str]] = DIMS) -> lis
         },
     }
     answer = boto3.client("cloudwatch").get_metric_data(
-        MetricDataQueries=[query],  # type: ignore[list-item]
+        MetricDataQueries=[query],
         StartTime=now - timedelta(minutes=10),
         EndTime=now + timedelta(minutes=1),
     )
@@ -145,7 +151,7 @@ def test_emf_lines_shipped_to_logs_become_metrics_with_their_dimensions_and_samp
     stats = boto3.client("cloudwatch").get_metric_statistics(
         Namespace=NAMESPACE,
         MetricName="QueueDepth",
-        Dimensions=DIMS,  # type: ignore[arg-type]
+        Dimensions=DIMS,
         StartTime=now - timedelta(minutes=10),
         EndTime=now + timedelta(minutes=1),
         Period=3600,
@@ -337,7 +343,7 @@ def test_metric_math_the_emulator_cannot_evaluate_is_refused_loudly(
                 "Id": "m",
                 "ReturnData": False,
                 "MetricStat": {
-                    "Metric": {"Namespace": NAMESPACE, "MetricName": "QueueDepth", "Dimensions": DIMS},  # type: ignore[typeddict-item]
+                    "Metric": {"Namespace": NAMESPACE, "MetricName": "QueueDepth", "Dimensions": DIMS},
                     "Period": 60,
                     "Stat": "Average",
                 },

@@ -10,7 +10,7 @@ project's code against the emulator over HTTP.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 import boto3
 import pytest
@@ -36,6 +36,9 @@ from fleetops.prescale.reconciler import PrescaleDeps, reconcile
 from fleetops.remediation.alarm_states import AlarmStates
 from fleetops.remediation.state_table import RemediationStateStore
 from fleetops.tables import REMEDIATION_STATE_PK
+
+if TYPE_CHECKING:
+    from mypy_boto3_cloudwatch.type_defs import DimensionTypeDef, MetricDatumTypeDef
 
 EP = "manga-chat-prod"
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)  # a Thursday; the Friday simulpub is 2026-12-04 11:00-13:00Z
@@ -82,7 +85,7 @@ def put_history(days: int, quiet_since: datetime = NOW, quiet_rps: float = EVERY
     """``days`` of five-minute Invocations sums before NOW: everyday traffic, three times that on Friday nights,
     ``quiet_rps`` from ``quiet_since``."""
     cloudwatch = boto3.client("cloudwatch")
-    data: list[dict[str, Any]] = []
+    data: list[MetricDatumTypeDef] = []
     at = NOW - timedelta(days=days)
     while at < NOW:
         friday_night = at.weekday() == 4 and 11 <= at.hour < 13
@@ -106,13 +109,16 @@ def put_queued_minutes(rps_per_instance: float, queue: float, minutes: int) -> N
     container (``QueueDepth``, vLLM's requests waiting per instance) would have published while requests queued,
     and one more either side (a minute counts with both neighbours)."""
     cloudwatch = boto3.client("cloudwatch")
-    dimensions = [{"Name": "EndpointName", "Value": EP}, {"Name": "VariantName", "Value": "primary"}]
+    dimensions: list[DimensionTypeDef] = [
+        {"Name": "EndpointName", "Value": EP},
+        {"Name": "VariantName", "Value": "primary"},
+    ]
     start = NOW - timedelta(hours=15)
     for namespace, name, value in (
         (SAGEMAKER_NAMESPACE, SAGEMAKER_INVOCATIONS_PER_INSTANCE, rps_per_instance * 60),
         (NAMESPACE, MetricName.QUEUE_DEPTH, queue),
     ):
-        data = [
+        data: list[MetricDatumTypeDef] = [
             {"MetricName": name, "Dimensions": dimensions, "Timestamp": start + timedelta(minutes=i), "Value": value}
             for i in range(minutes + 2)
         ]

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -37,7 +38,7 @@ def handler() -> Iterator[ModuleType]:
         yield module
 
 
-def invoke(handler: ModuleType, event: dict) -> dict:
+def invoke(handler: ModuleType, event: dict[str, Any]) -> dict[str, Any]:
     return handler.lambda_handler(event, FakeLambdaContext(function_name="prescale"))  # type: ignore[no-any-return]
 
 
@@ -86,7 +87,9 @@ def test_manual_dry_run_returns_the_plan_and_changes_nothing(handler: ModuleType
         ({"Records": [{"eventSource": "aws:sqs", "body": "x"}]}, "Records.0.eventSource"),
     ],
 )
-def test_a_malformed_event_fails_fast_with_a_clear_message(handler: ModuleType, event: dict, message: str) -> None:
+def test_a_malformed_event_fails_fast_with_a_clear_message(
+    handler: ModuleType, event: dict[str, Any], message: str
+) -> None:
     with pytest.raises(InvalidEventError) as caught:
         invoke(handler, event)
     assert message in str(caught.value)

@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]  # no types-jsonschema in the dev environment
 import pytest
 from referencing import Registry, Resource
 
@@ -29,6 +29,9 @@ from devtools.emulator_extensions import sagemaker as emulated_sagemaker
 from fleetctl import awsclients
 from fleetctl.cli import main
 from fleetops.metrics import SAGEMAKER_INVOCATIONS, SAGEMAKER_NAMESPACE
+
+if TYPE_CHECKING:
+    from mypy_boto3_cloudwatch.type_defs import MetricDatumTypeDef
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 SCHEMAS = Path(__file__).resolve().parents[3] / "fleetctl" / "schemas"
@@ -149,7 +152,7 @@ def put_invocations(
     """``days`` of the variant's five-minute ``Invocations`` sums before ``end``, as SageMaker would have published
     them, at ``rps(slot start)`` requests/s (the history the reconciler forecasts from; weeks of traffic cannot be
     replayed here)."""
-    data: list[dict[str, Any]] = []
+    data: list[MetricDatumTypeDef] = []
     at = end - timedelta(days=days)
     while at < end:
         data.append(

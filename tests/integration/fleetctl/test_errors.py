@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any, cast
 
 import pytest
 
@@ -38,7 +39,7 @@ COMMANDS = [
 
 
 def test_every_command_has_help_and_the_list_is_complete(cli) -> None:
-    subparsers = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    subparsers = cast("dict[str, Any]", build_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
     assert set(subparsers) == {c[0] for c in COMMANDS} | {"simulate"}
     for command in COMMANDS:
         shown = cli(*command, "--help")

@@ -8,6 +8,7 @@ and three times that on Friday nights, during the Friday simulpub that fleet.yam
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 
 import boto3
@@ -21,7 +22,7 @@ from tests.integration.fleetctl.test_calendar import ONE_PIECE
 EVERYDAY_RPS = 8.0
 
 
-def friday_nights(friday_rps: float) -> object:
+def friday_nights(friday_rps: float) -> Callable[[datetime], float]:
     """Everyday traffic, and ``friday_rps`` during the Friday simulpub (20:00-22:00 JST, 11:00-13:00 UTC)."""
 
     def rps(at: datetime) -> float:

@@ -165,7 +165,8 @@ def deny_like_the_approval_scp(approval_table: str) -> None:
             return None
         message = f"User is not authorized to perform: {model.name} with an explicit deny in a service control policy"
         error = {"Error": {"Code": "AccessDeniedException", "Message": message}, "ResponseMetadata": {}}
-        return AWSResponse("https://denied.invalid", 400, {}, None), error
+        # botocore-stubs types headers as HTTPHeaders; botocore takes any mapping (it keeps a HeadersDict of it).
+        return AWSResponse("https://denied.invalid", 400, {}, None), error  # type: ignore[arg-type]
 
     awsclients.reset()  # clients take the session's handlers when they are built
     awsclients.session().events.register("before-call", deny)

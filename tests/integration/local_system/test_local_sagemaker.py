@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
@@ -34,6 +34,9 @@ from fleetops.model_contract import ModelContract
 from fleetops.prescale.demand_history import DemandHistory
 from fleetops.prescale.forecast import SLOT_S
 from tests.integration.hosting_double import OneUrlHosting, serving
+
+if TYPE_CHECKING:
+    from mypy_boto3_sagemaker_runtime.type_defs import InvokeEndpointOutputTypeDef
 
 container = pytest.mark.container
 #: The module's endpoint starts two engines on shared CPUs in its first test's setup.
@@ -104,7 +107,7 @@ def create_config(name: str, variants: dict[str, tuple[str, float]]) -> str:
     return name
 
 
-def invoke(body: dict[str, Any] | None = None, **options: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def invoke(body: dict[str, Any] | None = None, **options: Any) -> tuple[dict[str, Any], InvokeEndpointOutputTypeDef]:
     """InvokeEndpoint; the decoded answer and the raw response."""
     response = boto3.client("sagemaker-runtime").invoke_endpoint(
         EndpointName=ENDPOINT, Body=json.dumps(body or QUESTION), ContentType="application/json", **options

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
@@ -23,10 +23,17 @@ from fleetops.remediation.responder import RemediationIncompleteError
 from tests.aws_wire import THROTTLED, ScriptedSends, skip_backoff
 from tests.integration.remediation.conftest import ENDPOINT, Stack, alarm_event, build_responder
 
+if TYPE_CHECKING:
+    from mypy_boto3_cloudwatch.literals import StatisticType
+
 
 def _answer(status: int) -> AWSResponse:
+    # botocore-stubs types headers as HTTPHeaders; botocore takes any mapping (it keeps a HeadersDict of it).
     return AWSResponse(
-        url="https://application-autoscaling.us-east-1.amazonaws.com/", status_code=status, headers={}, raw=None
+        url="https://application-autoscaling.us-east-1.amazonaws.com/",
+        status_code=status,
+        headers={},  # type: ignore[arg-type]
+        raw=None,
     )
 
 
@@ -200,7 +207,7 @@ def test_a_canary_rollback_goes_ahead_under_the_kill_switch_and_a_spent_rate_lim
     assert response.outcomes[0].outcome == "applied"
 
 
-def recovered_alarm(name: str, metric: str, statistic: str, threshold: float, reason: str) -> Any:
+def recovered_alarm(name: str, metric: str, statistic: StatisticType, threshold: float, reason: str) -> Any:
     """The gateway alarm ``name`` in CloudWatch, back to OK (``reason``) by the time its ALARM event arrives."""
     cloudwatch = boto3.client("cloudwatch")
     cloudwatch.put_metric_alarm(
@@ -327,7 +334,8 @@ def test_a_refused_change_is_audited_notified_and_raised_for_the_dlq(stack: Stac
         error = {"Code": "ValidationException", "Message": "Unable to find scalable target"}
         return _answer(400), {"Error": error, "ResponseMetadata": {"HTTPStatusCode": 400}}
 
-    client.meta.events.register("before-call.application-autoscaling.RegisterScalableTarget", refuse)
+    # botocore-stubs types handlers as returning None; a before-call handler's (response, parsed) answers the call.
+    client.meta.events.register("before-call.application-autoscaling.RegisterScalableTarget", refuse)  # type: ignore[arg-type]
     responder = build_responder(stack, autoscaling=AutoScaling(client=client, retry=FAST_RETRY))
 
     with pytest.raises(RemediationIncompleteError, match="Unable to find scalable target"):

@@ -8,6 +8,7 @@ user of the emulator sees must not change: each execution its own result, a bad 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import boto3
@@ -38,7 +39,7 @@ def test_executions_of_one_definition_parse_it_once_and_each_gets_its_own_result
 ) -> None:
     emulator_extensions.install()
     parses: list[int] = []
-    grammar_entry = ASLParser.state_machine
+    grammar_entry: Callable[[ASLParser], Any] = ASLParser.state_machine
 
     def counted(self: ASLParser) -> Any:
         parses.append(1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, Final
 
 import boto3
 import pytest
@@ -156,7 +156,7 @@ def test_a_rollback_during_a_scale_out_restores_the_old_config_with_the_instance
     wait_in_service()
     autoscaling = boto3.client("application-autoscaling")
     primary = f"endpoint/{wf.ENDPOINT}/variant/{wf.PRIMARY}"
-    dimension = "sagemaker:variant:DesiredInstanceCount"
+    dimension: Final = "sagemaker:variant:DesiredInstanceCount"
     autoscaling.register_scalable_target(
         ServiceNamespace="sagemaker", ResourceId=primary, ScalableDimension=dimension, MinCapacity=6, MaxCapacity=8
     )

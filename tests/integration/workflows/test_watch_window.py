@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 import boto3
 
@@ -35,6 +36,9 @@ from fleetops.remediation.state_table import RemediationStateStore
 from fleetops.tables import REMEDIATION_STATE_PK
 from tests.conftest import REPO, load_event
 from tests.integration.workflows.test_rollback import OLD_CONFIG, POINTER, PROMOTED_CONFIG, promoted_v7
+
+if TYPE_CHECKING:
+    from mypy_boto3_stepfunctions.type_defs import ExecutionListItemTypeDef
 
 PREFIX = "manga-llm-fleet-prod-remediation-"  # the sample event's stack
 
@@ -72,7 +76,7 @@ def error_rate_alarm(at: datetime) -> AlarmStateChangeEvent:
     return AlarmStateChangeEvent.model_validate(raw)
 
 
-def executions(workflow: wf.RolloutWorkflow) -> list[dict[str, str]]:
+def executions(workflow: wf.RolloutWorkflow) -> list[ExecutionListItemTypeDef]:
     listed = boto3.client("stepfunctions").list_executions(stateMachineArn=workflow.rollback_arn)
     return list(listed["executions"])
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]  # no types-jsonschema in the dev environment
 import pytest
 
 from fleetsim.__main__ import main
@@ -31,7 +32,7 @@ SUMMARY_SCHEMA = {
         "cost_usd": {"type": ["number", "null"]},
     },
 }
-OUTPUT_SCHEMA = {
+OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["endpoint", "variant", "start", "minutes", "windows", "policies", "plot"],
     "properties": {

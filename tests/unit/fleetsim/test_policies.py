@@ -11,10 +11,10 @@ import pytest
 from devtools.cfn_yaml import load
 from fleetops.remediation.models import load_playbook
 from fleetsim import stack
-from fleetsim.fleet import FleetParams, Minute, Scaler, run
+from fleetsim.fleet import REQUEST_SECONDS, FleetParams, Minute, Scaler, run
 from fleetsim.policies import AlarmResponse, CalendarPrescale, TargetTracking
 from fleetsim.simulate import PLAYBOOK, load_setup
-from fleetsim.tracking import REQUEST_SECONDS, concurrency
+from fleetsim.tracking import concurrency
 from fleetsim.traffic import Trace
 
 T0 = datetime(2026, 12, 4, 0, 0, tzinfo=UTC)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar
 
 import pynvml
 
@@ -158,7 +158,10 @@ class FakeNvml:
         return device
 
 
-def _value(value: Any) -> Any:
+_T = TypeVar("_T")
+
+
+def _value(value: _T | Exception) -> _T:
     if isinstance(value, Exception):
         raise value
     return value

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import time
+from typing import TYPE_CHECKING
 
 import httpx
 from starlette.testclient import TestClient
@@ -25,6 +26,9 @@ from gateway.supervisor import Engine, EngineState
 from gateway.upstream import Upstream
 from tests.unit.gateway.nvml_double import FakeDevice, FakeNvml
 from tests.unit.gateway_metrics.emf_spec import check_emf_output
+
+if TYPE_CHECKING:
+    import httpx2  # what starlette's TestClient answers with
 
 NO_ENGINE = "http://127.0.0.1:9"  # never reached: the engine double takes no request
 
@@ -48,7 +52,7 @@ class ReadyEngineDouble(Engine):
         self.state = EngineState.STOPPED
 
 
-def wait_for_status(client: TestClient, status: int, timeout_s: float = 10.0) -> httpx.Response:
+def wait_for_status(client: TestClient, status: int, timeout_s: float = 10.0) -> httpx2.Response:
     deadline = time.monotonic() + timeout_s
     while True:
         response = client.get("/ping")

@@ -8,11 +8,14 @@ import io
 import json
 import weakref
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.metrics import GatewayMetrics
 from gateway.relay import RelayResponse
 from gateway.request_log import RequestLog, RequestTrace
+
+if TYPE_CHECKING:
+    from starlette.types import Message
 
 
 def test_a_finished_stream_is_freed_by_reference_counting_alone() -> None:
@@ -23,17 +26,17 @@ def test_a_finished_stream_is_freed_by_reference_counting_alone() -> None:
     async def chunks() -> AsyncIterator[bytes]:
         yield b"data: {}\n\n"
 
-    async def serve() -> tuple[weakref.ref[RelayResponse], list[dict[str, Any]]]:
+    async def serve() -> tuple[weakref.ref[RelayResponse], list[Message]]:
         relay = RelayResponse(chunks(), 200)
         relay.on_close = lambda: ended.append("drain")  # as the gateway counts a stream in flight
         RequestLog("v7", "prompt-1", GatewayMetrics(), out).finish(RequestTrace("req-1", 0.0), relay)
-        sent: list[dict[str, Any]] = []
+        sent: list[Message] = []
 
         async def receive() -> dict[str, Any]:
             await asyncio.Event().wait()  # the client stays to the end
             return {"type": "http.disconnect"}
 
-        async def send(message: dict[str, Any]) -> None:
+        async def send(message: Message) -> None:
             sent.append(message)
 
         await relay({"type": "http"}, receive, send)

@@ -56,7 +56,7 @@ def _trace(**fields: object) -> RequestTrace:
 def test_a_plain_answer_splits_latency_with_the_engines_timings() -> None:
     trace = RequestTrace("req-1", started=time.perf_counter() - 1.0)  # arrived a second ago
     trace.answered(12, EngineTimings(queue_ms=30.0, prefill_ms=20.0, generation_ms=400.0))
-    assert trace.latency_ms == pytest.approx(1000, abs=50)
+    assert trace.latency_ms is not None and trace.latency_ms == pytest.approx(1000, abs=50)
     assert trace.queue_wait_ms == 30.0 and trace.generation_ms == 400.0
     assert trace.ttft_ms == pytest.approx(trace.latency_ms - 400.0)
 

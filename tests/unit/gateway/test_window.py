@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -34,8 +35,8 @@ class RecordingCounter(TokenCounter):
 
 def sizes_of(seed: int, turns: int) -> list[int]:
     rng = random.Random(seed)
-    shape = rng.choice([lambda: 100, lambda: rng.randint(30, 300), lambda: rng.randint(10, 80),
-                        lambda: int(rng.paretovariate(1.5) * 60)])  # fmt: skip
+    shape: Callable[[], int] = rng.choice([lambda: 100, lambda: rng.randint(30, 300), lambda: rng.randint(10, 80),
+                                           lambda: int(rng.paretovariate(1.5) * 60)])  # fmt: skip
     return [shape() for _ in range(turns)]
 
 
@@ -122,7 +123,7 @@ def long_session(turns: int) -> list[dict[str, str]]:
 def test_turns_beyond_the_horizon_are_never_tokenized(tokenizer_dir: Path, config: GatewayConfig, mode: str) -> None:
     counter = RecordingCounter(tokenizer_dir)
     builder = PromptBuilder(counter, config.system_prompt, config.budget)
-    summarizer = Summarizer(SummaryConfig(mode=mode), builder, GatewayMetrics())  # type: ignore[arg-type]
+    summarizer = Summarizer(SummaryConfig(mode=mode), builder, GatewayMetrics())
     request = InvocationRequest.model_validate(
         {"messages": [{"role": "user", "content": "and next?"}], "history": long_session(300)}
     )

@@ -5,6 +5,7 @@ A series is requests/s per 5-minute slot (``SLOT``) from a slot-aligned UTC star
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -315,10 +316,10 @@ def today(
     return level_ratio(history, slots, forecast(history, now, slots, growth))
 
 
-def three_weeks_then(today: list[float | None], usual: float = 10.0) -> tuple[DemandSeries, datetime]:
+def three_weeks_then(today: Sequence[float | None], usual: float = 10.0) -> tuple[DemandSeries, datetime]:
     """Three weeks flat at ``usual``, then ``today``'s slots; returns the series and the end of today's slots."""
     rps: list[float | None] = [usual] * (3 * SLOTS_PER_WEEK)
-    return DemandSeries(T0, tuple(rps + today)), NOW + len(today) * SLOT
+    return DemandSeries(T0, (*rps, *today)), NOW + len(today) * SLOT
 
 
 def test_two_hours_forty_percent_below_the_forecast_give_a_ratio_of_point_six() -> None:

@@ -7,8 +7,9 @@ from datetime import timedelta
 import pytest
 
 from fleetops.capacity import ScalableTarget
-from fleetops.remediation.decide import ActionPlan, Gate, RailState, decide, plan_scale_out
+from fleetops.remediation.decide import ActionPlan, Gate, decide, plan_scale_out
 from fleetops.remediation.models import Playbook
+from fleetops.remediation.rails import RailState
 from tests.unit.remediation.conftest import CANARY, PRIMARY, parsed
 
 TARGET = ScalableTarget(min_capacity=2, max_capacity=12)

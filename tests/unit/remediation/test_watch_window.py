@@ -10,8 +10,9 @@ import pytest
 from fleetops.config import FleetConfig, RolloutFloors, load_fleet_config
 from fleetops.remediation.actions import ActionType
 from fleetops.remediation.alarm import ParsedAlarm
-from fleetops.remediation.decide import Decision, Gate, RailState, decide
+from fleetops.remediation.decide import Decision, Gate, decide
 from fleetops.remediation.models import Playbook
+from fleetops.remediation.rails import RailState
 from fleetops.remediation.watch_window import Promotion, WatchWindow
 from tests.conftest import REPO
 from tests.unit.remediation.conftest import CANARY, PRIMARY, parsed

@@ -58,7 +58,7 @@ def healthy(**changes: list[float]) -> dict[tuple[str, str], list[float]]:
         ("RequestLatencyMs", "p95"): [950.0, 1000.0],
         ("TimeToFirstTokenMs", "p95"): [300.0],
     }
-    return base | {tuple(k.split(":")): v for k, v in changes.items()}  # type: ignore[misc]
+    return base | {cast("tuple[str, str]", tuple(k.split(":"))): v for k, v in changes.items()}
 
 
 def read(checks_path: Path, canary: dict[tuple[str, str], list[float]]) -> tuple[StubCloudWatch, CanaryMetrics]:

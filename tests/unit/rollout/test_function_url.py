@@ -29,7 +29,7 @@ def test_a_base64_body_is_decoded_and_header_names_are_matched_in_lower_case() -
 
     request = UrlRequest.from_event(event)
 
-    assert request.body == text and json.loads(request.body)["rollout_id"]
+    assert request.body == text and json.loads(text)["rollout_id"]
     assert (request.method, request.headers["content-type"]) == ("POST", "application/json")
 
 
