@@ -16,6 +16,7 @@ for the releases the reconciler planned for.
 from __future__ import annotations
 
 import csv
+import shlex
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -93,10 +94,10 @@ def export(
         writer.writerows((f"{at.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}", count) for at, count in rows)
     start, end = rows[0][0], series.end
     judge_from = end - WEEK if end - start >= HISTORY_FOR_JUDGING else None
-    replay = f"fleetctl simulate --trace {path} --endpoint {endpoint}"
+    replay = f"fleetctl simulate --trace {shlex.quote(str(path))} --endpoint {shlex.quote(endpoint)}"
     if calendar is not None:
         calendar[0].write_text(yaml.safe_dump(list(calendar[1]), sort_keys=True, allow_unicode=True), encoding="utf-8")
-        replay += f" --calendar {calendar[0]}"
+        replay += f" --calendar {shlex.quote(str(calendar[0]))}"
     if judge_from is not None:
         replay += f" --judge-from {judge_from:%Y-%m-%dT%H:%M:%SZ}"
     return TrafficExport(
