@@ -36,9 +36,8 @@ from moto.applicationautoscaling.models import (
 from moto.sagemaker.models import SageMakerModelBackend, sagemaker_backends
 
 from devtools.emulator_extensions import sagemaker
+from fleetops.aws.autoscaling import DIMENSION, NAMESPACE
 
-NAMESPACE = "sagemaker"
-DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 _RESOURCE = re.compile(r"endpoint/(?P<endpoint>[^/]+)/variant/(?P<variant>[^/]+)")
 _AT = re.compile(r"at\((?P<local>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\)")
 _LOCK = threading.RLock()
