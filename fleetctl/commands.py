@@ -295,7 +295,7 @@ def model(args: argparse.Namespace, out: Output) -> int:
 
     ctx = Context(args)
     listed = ctx.fleet.endpoint(args.endpoint)
-    primary = next((v for v in listed.variants if v.role == "primary"), None) if listed else None
+    primary = listed.primary_variant() if listed else None
     report = core.package(
         Path(args.directory),
         Path(args.output),
@@ -326,8 +326,8 @@ def traffic(args: argparse.Namespace, out: Output) -> int:
 
     ctx = Context(args)
     listed = ctx.fleet.endpoint(args.endpoint)
-    primary = next((v.name for v in listed.variants if v.role == "primary"), None) if listed else None
-    variant = args.variant or primary
+    primary = listed.primary_variant() if listed else None
+    variant = args.variant or (primary.name if primary else None)
     if variant is None:
         names = ", ".join(sorted(ctx.fleet.endpoint_names()))
         raise CliError(
@@ -344,7 +344,7 @@ def traffic(args: argparse.Namespace, out: Output) -> int:
         calendar = (path.with_suffix(".calendar.yaml"), table.one_off_entries())
     history = DemandHistory(awsclients.client("cloudwatch"))
     report = core.export(args.endpoint, variant, args.days, ctx.now, path, history, calendar)
-    out.result(report, lambda: view.render(report, primary))
+    out.result(report, lambda: view.render(report, primary.name if primary else None))
     return ExitCode.OK
 
 

@@ -128,7 +128,7 @@ def _row(
 
 
 def _primary(endpoint: EndpointConfig) -> VariantConfig:
-    return next((v for v in endpoint.variants if v.role == "primary"), endpoint.variants[0])
+    return endpoint.primary_variant() or endpoint.variants[0]
 
 
 def _plan_source(

@@ -62,9 +62,10 @@ def _targets(backend: ApplicationAutoscalingBackend, endpoint_name: str | None =
 def _run_due_actions(backend: ApplicationAutoscalingBackend, now: datetime) -> None:
     """Every ``at(...)`` action whose time has passed sets its target's capacity limits, once."""
     for action in backend.scheduled_actions:
+        if getattr(action, "_fleet_ran", None) == (action.schedule, action.timezone):
+            continue  # before parsing: this runs at every request the emulated runtime routes
         when = _runs_at(action.schedule, action.timezone)
-        ran = getattr(action, "_fleet_ran", None)
-        if when is None or when > now or ran == (action.schedule, action.timezone):
+        if when is None or when > now:
             continue
         target = backend.targets.get(action.scalable_dimension, {}).get(action.resource_id)
         if target is not None:

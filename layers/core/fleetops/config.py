@@ -153,6 +153,10 @@ class EndpointConfig(StrictModel):
     initial_model: InitialModel = InitialModel()
     canary_limits: CanaryLimits = CanaryLimits()
 
+    def primary_variant(self) -> VariantConfig | None:
+        """The first variant whose role is ``primary`` (``None``: none is)."""
+        return next((v for v in self.variants if v.role == "primary"), None)
+
     def canary_instance_types(self) -> tuple[str, ...]:
         """The instance types a rollout's canary may run on: ``canary_limits``', else those of the variants."""
         listed = self.canary_limits.instance_types

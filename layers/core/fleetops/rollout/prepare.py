@@ -80,7 +80,7 @@ def prepare_rollout(request: dict[str, Any], now: datetime, deps: PrepareDeps) -
     endpoint = deps.read_endpoint(parsed.endpoint_name)
     listed = deps.fleet.endpoint(parsed.endpoint_name)  # the guardrails refused an unlisted one
     parameter = f"{deps.pointer_prefix.rstrip('/')}/{parsed.endpoint_name}"
-    primary = next((v for v in listed.variants if v.role == "primary"), None) if listed else None
+    primary = listed.primary_variant() if listed else None
     capacity = (
         StepCapacity(max_canary=listed.canary_limits.max_instance_count, primary_floor=primary.floor if primary else 1)
         if listed
